@@ -1,0 +1,45 @@
+// Package lua embeds topk's Redis Lua scripts. Each script is one .lua file
+// whose header is the contract (KEYS, ARGV, reply) between it and its Go caller.
+//
+// Scripts run through rueidis' Lua.Exec, which sends EVALSHA and falls back to
+// EVAL on NOSCRIPT, so workers keep working after SCRIPT FLUSH or on a fresh
+// server; `topk scripts load` preloads them at deploy time all the same.
+package lua
+
+import (
+	"crypto/sha1"
+	_ "embed"
+	"encoding/hex"
+
+	"github.com/redis/rueidis"
+)
+
+// Script is one embedded Lua script.
+type Script struct {
+	Name   string
+	Source string
+	SHA1   string // what SCRIPT LOAD returns for Source
+	*rueidis.Lua
+}
+
+func newScript(name, source string) *Script {
+	sum := sha1.Sum([]byte(source))
+	return &Script{Name: name, Source: source, SHA1: hex.EncodeToString(sum[:]), Lua: rueidis.NewLuaScript(source)}
+}
+
+var (
+	//go:embed ingest.lua
+	ingestSource string
+	//go:embed refresh.lua
+	refreshSource string
+)
+
+var (
+	// Ingest adds pre-aggregated counts to minute buckets (see ingest.lua).
+	Ingest = newScript("ingest", ingestSource)
+	// Refresh recomputes and caches one workspace's top K (see refresh.lua).
+	Refresh = newScript("refresh", refreshSource)
+)
+
+// All lists every embedded script, in a stable order.
+func All() []*Script { return []*Script{Ingest, Refresh} }

@@ -1,0 +1,316 @@
+// Package ingest is the Kafka -> Redis worker. One loop, one commit style:
+//
+//	poll -> decode and validate -> pre-aggregate per (workspace, channel, minute)
+//	     -> when the batch is big or old enough: produce dead letters,
+//	        write counts to Redis, and only then commit the offsets.
+//
+// Offsets are committed only after Redis (and the dead-letter topic) have
+// accepted everything before them, so a crash loses nothing: the uncommitted
+// records are consumed again, which can count them twice (at-least-once).
+// Rebalances are blocked while a batch is pending (franz-go's
+// BlockRebalanceOnPoll), so a worker never commits for partitions it lost.
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/topk-dev/topk/pkg/events"
+	"github.com/topk-dev/topk/pkg/kafka"
+	"github.com/topk-dev/topk/pkg/store"
+)
+
+// Defaults for Config.
+const (
+	DefaultBatchEvents = 50_000
+	DefaultBatchAge    = 500 * time.Millisecond
+	DefaultMaxSkew     = 5 * time.Minute
+)
+
+// Config configures a Worker.
+type Config struct {
+	Kafka    kafka.Config
+	Topic    string
+	Group    string
+	DLQTopic string // default Topic + ".dlq"
+	Store    *store.Store
+
+	// BatchEvents flushes a batch once it holds this many records.
+	BatchEvents int
+	// BatchAge flushes a non-empty batch this long after its first record.
+	// With the scheduler's interval it bounds freshness.
+	BatchAge time.Duration
+	// MaxSkew is how far in the future an event time may be and still count.
+	MaxSkew time.Duration
+
+	Clock  func() time.Time // default time.Now
+	Logger *slog.Logger
+	// ClientOpts are extra franz-go options (tests tune timeouts with them).
+	ClientOpts []kgo.Opt
+}
+
+// Stats are a worker's running totals. Safe for concurrent reads.
+type Stats struct {
+	Consumed     atomic.Int64 // records polled
+	Counted      atomic.Int64 // valid events written to Redis
+	Rejected     atomic.Int64 // records sent to the dead-letter topic
+	Flushes      atomic.Int64 // batches written and committed
+	RedisErrors  atomic.Int64 // failed Redis attempts (each retried)
+	CommitErrors atomic.Int64 // failed offset commits (records will be redelivered)
+
+	mu       sync.Mutex
+	byReason map[events.Reason]int64
+}
+
+// RejectedBy returns the rejected-record totals by reason.
+func (s *Stats) RejectedBy() map[events.Reason]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[events.Reason]int64, len(s.byReason))
+	for r, n := range s.byReason {
+		out[r] = n
+	}
+	return out
+}
+
+func (s *Stats) addRejected(by map[events.Reason]int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byReason == nil {
+		s.byReason = map[events.Reason]int64{}
+	}
+	for r, n := range by {
+		s.byReason[r] += int64(n)
+		s.Rejected.Add(int64(n))
+	}
+}
+
+// Worker consumes the events topic as one member of the consumer group.
+type Worker struct {
+	cfg   Config
+	rule  timeRule
+	stats Stats
+}
+
+// New validates cfg and returns a Worker.
+func New(cfg Config) (*Worker, error) {
+	switch {
+	case cfg.Store == nil:
+		return nil, errors.New("ingest: no store")
+	case cfg.Topic == "":
+		return nil, errors.New("ingest: no topic (--topic)")
+	case cfg.Group == "":
+		return nil, errors.New("ingest: no consumer group (--group)")
+	}
+	if cfg.DLQTopic == "" {
+		cfg.DLQTopic = cfg.Topic + kafka.DLQSuffix
+	}
+	if cfg.BatchEvents <= 0 {
+		cfg.BatchEvents = DefaultBatchEvents
+	}
+	if cfg.BatchAge <= 0 {
+		cfg.BatchAge = DefaultBatchAge
+	}
+	if cfg.MaxSkew <= 0 {
+		cfg.MaxSkew = DefaultMaxSkew
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Worker{cfg: cfg, rule: timeRule{win: cfg.Store.Window(), maxSkew: cfg.MaxSkew}}, nil
+}
+
+// Stats returns the worker's running totals.
+func (w *Worker) Stats() *Stats { return &w.stats }
+
+// Run consumes until ctx ends, then flushes and commits what it holds and
+// leaves the group. It returns an error only if it cannot start.
+func (w *Worker) Run(ctx context.Context) error {
+	var hurry atomic.Bool // set when a rebalance waits on our pending batch
+	opts := append([]kgo.Opt{
+		kgo.ConsumerGroup(w.cfg.Group),
+		kgo.ConsumeTopics(w.cfg.Topic),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { hurry.Store(true) }),
+	}, w.cfg.ClientOpts...)
+	cl, err := kafka.NewClient(w.cfg.Kafka, opts...)
+	if err != nil {
+		return fmt.Errorf("ingest: %w", err)
+	}
+	defer cl.CloseAllowingRebalance()
+	if err := kafka.EnsureTopics(ctx, cl, 1, w.cfg.DLQTopic); err != nil {
+		return fmt.Errorf("ingest: dead-letter topic: %w", err)
+	}
+
+	log := w.cfg.Logger.With("topic", w.cfg.Topic, "group", w.cfg.Group)
+	log.Info("ingest worker started", "dlq", w.cfg.DLQTopic, "batch_events", w.cfg.BatchEvents, "batch_age", w.cfg.BatchAge)
+	b := newBatch()
+	summary := newRejectSummary(log, 10*time.Second)
+	for {
+		deadline := time.Now().Add(w.cfg.BatchAge)
+		if !b.empty() {
+			deadline = b.started.Add(w.cfg.BatchAge)
+		}
+		pollCtx, cancel := context.WithDeadline(ctx, deadline)
+		fetches := cl.PollRecords(pollCtx, w.cfg.BatchEvents-b.records)
+		cancel()
+		if fetches.IsClientClosed() {
+			return nil
+		}
+		fetches.EachError(func(topic string, p int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+				log.Warn("fetch error", "partition", p, "err", err)
+			}
+		})
+		if b.empty() {
+			b.started = time.Now()
+		}
+		now := w.cfg.Clock()
+		n := 0
+		fetches.EachRecord(func(r *kgo.Record) {
+			b.add(r, w.rule, now, w.cfg.DLQTopic)
+			n++
+		})
+		w.stats.Consumed.Add(int64(n))
+
+		stopping := ctx.Err() != nil
+		due := b.records >= w.cfg.BatchEvents || (!b.empty() && !time.Now().Before(b.started.Add(w.cfg.BatchAge)))
+		if !b.empty() && (due || stopping || hurry.Load()) {
+			flushCtx := ctx
+			if stopping {
+				// Finish what was polled before leaving; if Redis is down
+				// the records stay uncommitted and are consumed again.
+				var cancel context.CancelFunc
+				flushCtx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+			}
+			if err := w.flush(flushCtx, cl, b, log); err != nil {
+				log.Warn("batch not flushed; its records stay uncommitted and will be consumed again", "records", b.records, "err", err)
+				return nil
+			}
+			summary.add(b.rejected)
+			b = newBatch()
+			hurry.Store(false)
+		}
+		if b.empty() {
+			cl.AllowRebalance()
+		}
+		summary.maybeLog()
+		if stopping {
+			return nil
+		}
+	}
+}
+
+// flush makes the batch durable in order: dead letters, counts, offsets.
+// It retries Redis and the dead-letter produce until they succeed or ctx
+// ends; a failed commit is only logged, since the records are then merely
+// consumed again.
+func (w *Worker) flush(ctx context.Context, cl *kgo.Client, b *batch, log *slog.Logger) error {
+	dead := b.dead
+	if len(dead) > 0 {
+		if err := retry(ctx, log, "produce dead letters", nil, func() error {
+			var failed []*kgo.Record
+			var first error
+			for _, r := range cl.ProduceSync(ctx, dead...) {
+				if r.Err != nil {
+					failed = append(failed, r.Record)
+					if first == nil {
+						first = r.Err
+					}
+				}
+			}
+			dead = failed
+			return first
+		}); err != nil {
+			return err
+		}
+	}
+
+	prepared := w.cfg.Store.Prepare(b.counts)
+	if err := retry(ctx, log, "write counts to Redis", &w.stats.RedisErrors, func() error {
+		return w.cfg.Store.Apply(ctx, prepared)
+	}); err != nil {
+		return err
+	}
+	w.stats.Counted.Add(int64(b.events))
+	w.stats.addRejected(b.rejected)
+
+	if err := cl.CommitRecords(ctx, b.commitRecords()...); err != nil {
+		w.stats.CommitErrors.Add(1)
+		log.Warn("offset commit failed; the batch will be consumed again after a restart or rebalance", "err", err)
+		return nil
+	}
+	w.stats.Flushes.Add(1)
+	return nil
+}
+
+// retry calls fn until it succeeds or ctx ends, backing off from 50 ms to
+// 5 s. It logs the first failure and then one line per 10 failures.
+func retry(ctx context.Context, log *slog.Logger, what string, failures *atomic.Int64, fn func() error) error {
+	backoff := 50 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := fn()
+		if err == nil {
+			if attempt > 1 {
+				log.Info(what+" succeeded after retries", "attempts", attempt)
+			}
+			return nil
+		}
+		if failures != nil {
+			failures.Add(1)
+		}
+		if attempt == 1 || attempt%10 == 0 {
+			log.Warn(what+" failed; retrying", "attempt", attempt, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("ingest: %s: gave up: %w", what, err)
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+// rejectSummary logs rejected records at most once per period, as totals by
+// reason, so a flood of bad input cannot flood the log.
+type rejectSummary struct {
+	log    *slog.Logger
+	period time.Duration
+	next   time.Time
+	counts map[events.Reason]int
+}
+
+func newRejectSummary(log *slog.Logger, period time.Duration) *rejectSummary {
+	return &rejectSummary{log: log, period: period, next: time.Now().Add(period), counts: map[events.Reason]int{}}
+}
+
+func (s *rejectSummary) add(by map[events.Reason]int) {
+	for r, n := range by {
+		s.counts[r] += n
+	}
+}
+
+func (s *rejectSummary) maybeLog() {
+	if len(s.counts) == 0 || time.Now().Before(s.next) {
+		return
+	}
+	attrs := make([]any, 0, 2*len(s.counts))
+	for r, n := range s.counts {
+		attrs = append(attrs, string(r), n)
+	}
+	s.log.Warn("records rejected to the dead-letter topic", attrs...)
+	s.counts = map[events.Reason]int{}
+	s.next = time.Now().Add(s.period)
+}

@@ -1,0 +1,377 @@
+// Package store is topk's only door to Redis: it runs the Lua scripts of
+// package lua with the keys of package keys, and decodes their replies.
+// Ingest writes counts through it, the scheduler refreshes cached rankings
+// through it, and queries read them through it.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/topk-dev/topk/lua"
+	"github.com/topk-dev/topk/pkg/keys"
+	"github.com/topk-dev/topk/pkg/window"
+)
+
+// ErrNoResult means no cached ranking exists for a workspace: it had no
+// activity in the window, or the scheduler has not run since it had.
+var ErrNoResult = errors.New("no cached ranking")
+
+// ErrBadReply means a script or command answered with an unexpected shape,
+// which points at scripts and code from different versions.
+var ErrBadReply = errors.New("unexpected reply from Redis")
+
+// Defaults for Options.
+const (
+	DefaultMaxPairsPerCall = 2000
+	DefaultParallelCalls   = 16
+)
+
+// Options tunes how writes are split into script calls.
+type Options struct {
+	// MaxPairsPerCall bounds the (channel, count) pairs one ingest script call
+	// carries, so that no single script blocks Redis for long.
+	MaxPairsPerCall int
+	// ParallelCalls bounds the script calls in flight at once. rueidis
+	// pipelines concurrent calls on one connection, so this is also the
+	// pipeline depth.
+	ParallelCalls int
+}
+
+// Store reads and writes topk's keys in one Redis (single server or cluster).
+type Store struct {
+	c       rueidis.Client
+	keys    keys.Space
+	win     window.Window
+	cluster bool
+	opts    Options
+}
+
+// New returns a Store over client c.
+func New(c rueidis.Client, ks keys.Space, w window.Window, opts Options) *Store {
+	if opts.MaxPairsPerCall <= 0 {
+		opts.MaxPairsPerCall = DefaultMaxPairsPerCall
+	}
+	if opts.ParallelCalls <= 0 {
+		opts.ParallelCalls = DefaultParallelCalls
+	}
+	return &Store{c: c, keys: ks, win: w, cluster: c.Mode() == rueidis.ClientModeCluster, opts: opts}
+}
+
+// Keys returns the key space the store uses.
+func (s *Store) Keys() keys.Space { return s.keys }
+
+// Window returns the window the store uses.
+func (s *Store) Window() window.Window { return s.win }
+
+// Counts is one flush's pre-aggregated counts:
+// workspace -> unix minute -> channel -> number of events.
+type Counts map[string]map[int64]map[string]int64
+
+// Add adds n events for channel ch of workspace ws in minute m.
+func (c Counts) Add(ws string, m int64, ch string, n int64) {
+	byMinute := c[ws]
+	if byMinute == nil {
+		byMinute = make(map[int64]map[string]int64)
+		c[ws] = byMinute
+	}
+	byChannel := byMinute[m]
+	if byChannel == nil {
+		byChannel = make(map[string]int64)
+		byMinute[m] = byChannel
+	}
+	byChannel[ch] += n
+}
+
+// Batch is a set of counts prepared for Redis. Apply may be called again
+// after an error: it only re-sends what Redis has not acknowledged, so a
+// retry after a partial failure does not count twice what already landed.
+type Batch struct {
+	index     []ActiveWorkspace // the index entries this batch raises
+	indexDone bool
+	calls     []scriptCall
+	done      []bool
+}
+
+type scriptCall struct {
+	keys []string
+	args []string
+}
+
+// Pending reports how many Redis calls of the batch are not yet acknowledged.
+func (b *Batch) Pending() int {
+	n := 0
+	if !b.indexDone {
+		n++
+	}
+	for _, d := range b.done {
+		if !d {
+			n++
+		}
+	}
+	return n
+}
+
+// Prepare turns counts into script calls. On a cluster each call carries the
+// keys of one workspace only (one hash slot); on a single server a call may
+// mix workspaces, which keeps the number of calls per flush small.
+func (s *Store) Prepare(counts Counts) *Batch {
+	b := &Batch{}
+	var cur *scriptCall
+	pairs := 0
+	startCall := func() {
+		b.calls = append(b.calls, scriptCall{})
+		cur = &b.calls[len(b.calls)-1]
+		pairs = 0
+	}
+	for ws, byMinute := range counts {
+		if cur == nil || s.cluster {
+			startCall()
+		}
+		wk := s.keys.Workspace(ws)
+		var last int64
+		for m, byChannel := range byMinute {
+			last = max(last, m)
+			// A bucket larger than the per-call limit is split over calls;
+			// each part sets the same EXPIREAT, so the split is harmless.
+			open := false
+			var nIdx int
+			for ch, n := range byChannel {
+				if pairs >= s.opts.MaxPairsPerCall {
+					startCall()
+					open = false
+				}
+				if !open {
+					cur.keys = append(cur.keys, wk.Bucket(m))
+					cur.args = append(cur.args, strconv.FormatInt(s.win.ExpireAt(m), 10), "0")
+					nIdx = len(cur.args) - 1
+					open = true
+				}
+				cur.args = append(cur.args, ch, strconv.FormatInt(n, 10))
+				cur.args[nIdx] = strconv.Itoa((len(cur.args) - nIdx - 1) / 2)
+				pairs++
+			}
+		}
+		b.index = append(b.index, ActiveWorkspace{ID: ws, LastMinute: last})
+	}
+	if len(b.calls) > 0 && len(b.calls[len(b.calls)-1].keys) == 0 {
+		b.calls = b.calls[:len(b.calls)-1]
+	}
+	b.done = make([]bool, len(b.calls))
+	b.indexDone = len(b.index) == 0
+	return b
+}
+
+// Apply sends what of b Redis has not acknowledged yet. The workspace index
+// goes first, so the scheduler can never miss a workspace whose counts landed.
+func (s *Store) Apply(ctx context.Context, b *Batch) error {
+	if !b.indexDone {
+		cmd := s.c.B().Zadd().Key(s.keys.Workspaces()).Gt().ScoreMember()
+		for _, e := range b.index {
+			cmd = cmd.ScoreMember(float64(e.LastMinute), e.ID)
+		}
+		if err := s.c.Do(ctx, cmd.Build()).Error(); err != nil {
+			return fmt.Errorf("store.apply: workspace index: %w", err)
+		}
+		b.indexDone = true
+	}
+	var (
+		mu       sync.Mutex
+		firstErr error
+		failed   int
+	)
+	s.parallel(len(b.calls), func(i int) {
+		if b.done[i] {
+			return
+		}
+		c := b.calls[i]
+		err := lua.Ingest.Exec(ctx, s.c, c.keys, c.args).Error()
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			failed++
+			if firstErr == nil {
+				firstErr = err
+			}
+			return
+		}
+		b.done[i] = true
+	})
+	if firstErr != nil {
+		return fmt.Errorf("store.apply: %d of %d ingest calls failed: %w", failed, len(b.calls), firstErr)
+	}
+	return nil
+}
+
+// parallel runs fn(0..n-1) with at most ParallelCalls at once.
+func (s *Store) parallel(n int, fn func(i int)) {
+	sem := make(chan struct{}, s.opts.ParallelCalls)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			fn(i)
+		}()
+	}
+	wg.Wait()
+}
+
+// ActiveWorkspace is one entry of the workspace index.
+type ActiveWorkspace struct {
+	ID         string
+	LastMinute int64 // the last unix minute with a counted event
+}
+
+// ActiveWorkspaces lists the workspace index: every workspace with counts in
+// the window, and those that left it since the last Forget.
+func (s *Store) ActiveWorkspaces(ctx context.Context) ([]ActiveWorkspace, error) {
+	res, err := s.c.Do(ctx, s.c.B().Zrange().Key(s.keys.Workspaces()).Min("0").Max("-1").Withscores().Build()).AsZScores()
+	if err != nil {
+		return nil, fmt.Errorf("store.active: %w", err)
+	}
+	out := make([]ActiveWorkspace, len(res))
+	for i, z := range res {
+		out[i] = ActiveWorkspace{ID: z.Member, LastMinute: int64(z.Score)}
+	}
+	return out, nil
+}
+
+// ForgetBefore removes from the index the workspaces whose last activity is
+// before minute m. A worker that counts a newer event in the meantime raises
+// the score first (ZADD GT), so such a workspace is never forgotten.
+func (s *Store) ForgetBefore(ctx context.Context, m int64) error {
+	err := s.c.Do(ctx, s.c.B().Zremrangebyscore().Key(s.keys.Workspaces()).Min("-inf").Max("("+strconv.FormatInt(m, 10)).Build()).Error()
+	if err != nil {
+		return fmt.Errorf("store.forget: %w", err)
+	}
+	return nil
+}
+
+// Refresh recomputes the cached top k of each workspace over the window
+// ending at now, and replaces each cached result atomically.
+func (s *Store) Refresh(ctx context.Context, workspaces []string, now time.Time, k int) error {
+	buckets := s.win.Buckets(now)
+	start := strconv.FormatInt(buckets[0]*60_000, 10)
+	end := strconv.FormatInt(now.UnixMilli(), 10)
+	ttl := strconv.FormatInt(int64((s.win.Span()+s.win.Grace)/time.Second), 10)
+	args := []string{strconv.Itoa(k), end, start, end, ttl}
+
+	var (
+		mu       sync.Mutex
+		firstErr error
+		failed   int
+	)
+	s.parallel(len(workspaces), func(i int) {
+		wk := s.keys.Workspace(workspaces[i])
+		ks := make([]string, 0, 3+len(buckets))
+		ks = append(ks, wk.TopScratch(keys.Window1h), wk.Top(keys.Window1h), wk.TopMeta(keys.Window1h))
+		for _, m := range buckets {
+			ks = append(ks, wk.Bucket(m))
+		}
+		_, err := lua.Refresh.Exec(ctx, s.c, ks, args).AsInt64()
+		if err != nil {
+			mu.Lock()
+			failed++
+			if firstErr == nil {
+				firstErr = fmt.Errorf("workspace %q: %w", workspaces[i], err)
+			}
+			mu.Unlock()
+		}
+	})
+	if firstErr != nil {
+		return fmt.Errorf("store.refresh: %d of %d workspaces failed: %w", failed, len(workspaces), firstErr)
+	}
+	return nil
+}
+
+// Entry is one ranked item of a cached result.
+type Entry struct {
+	Rank  int    `json:"rank"`
+	ID    string `json:"id"`
+	Count int64  `json:"count"`
+}
+
+// Result is a cached ranking with its metadata.
+type Result struct {
+	Entries     []Entry   `json:"entries"`
+	K           int       `json:"k"`
+	ComputedAt  time.Time `json:"computed_at"`
+	WindowStart time.Time `json:"window_start"`
+	WindowEnd   time.Time `json:"window_end"`
+}
+
+// ReadTop reads the cached top n (n <= 0: all) of workspace ws. Metadata and
+// ranking are read in one MULTI/EXEC, so they always belong together.
+func (s *Store) ReadTop(ctx context.Context, ws string, n int) (Result, error) {
+	wk := s.keys.Workspace(ws)
+	stop := int64(n) - 1
+	if n <= 0 {
+		stop = -1
+	}
+	resp := s.c.DoMulti(ctx,
+		s.c.B().Multi().Build(),
+		s.c.B().Hgetall().Key(wk.TopMeta(keys.Window1h)).Build(),
+		s.c.B().Zrange().Key(wk.Top(keys.Window1h)).Min("0").Max(strconv.FormatInt(stop, 10)).Rev().Withscores().Build(),
+		s.c.B().Exec().Build(),
+	)
+	for _, r := range resp {
+		if err := r.Error(); err != nil {
+			return Result{}, fmt.Errorf("store.read_top: %w", err)
+		}
+	}
+	replies, err := resp[3].ToArray()
+	if err != nil || len(replies) != 2 {
+		return Result{}, fmt.Errorf("store.read_top: %w: EXEC reply %v", ErrBadReply, err)
+	}
+	meta, err := replies[0].AsStrMap()
+	if err != nil {
+		return Result{}, fmt.Errorf("store.read_top: meta: %w", err)
+	}
+	if len(meta) == 0 {
+		return Result{}, fmt.Errorf("workspace %q: %w", ws, ErrNoResult)
+	}
+	res, err := decodeMeta(meta)
+	if err != nil {
+		return Result{}, fmt.Errorf("store.read_top: workspace %q: %w", ws, err)
+	}
+	zs, err := replies[1].AsZScores()
+	if err != nil {
+		return Result{}, fmt.Errorf("store.read_top: ranking: %w", err)
+	}
+	res.Entries = make([]Entry, len(zs))
+	for i, z := range zs {
+		res.Entries[i] = Entry{Rank: i + 1, ID: z.Member, Count: int64(z.Score)}
+	}
+	return res, nil
+}
+
+func decodeMeta(m map[string]string) (Result, error) {
+	var (
+		r   Result
+		err error
+	)
+	ms := func(field string) time.Time {
+		v, e := strconv.ParseInt(m[field], 10, 64)
+		if e != nil && err == nil {
+			err = fmt.Errorf("%w: meta field %s=%q", ErrBadReply, field, m[field])
+		}
+		return time.UnixMilli(v)
+	}
+	r.ComputedAt = ms("computed_at")
+	r.WindowStart = ms("window_start")
+	r.WindowEnd = ms("window_end")
+	k, e := strconv.Atoi(m["k"])
+	if e != nil && err == nil {
+		err = fmt.Errorf("%w: meta field k=%q", ErrBadReply, m["k"])
+	}
+	r.K = k
+	return r, err
+}

@@ -1,0 +1,73 @@
+// Package window defines the sliding window made of one-minute buckets:
+// which buckets a query at time t sums, which event times still count, and
+// when a bucket may expire. Ingest and scheduler both use it, so they agree.
+package window
+
+import (
+	"fmt"
+	"time"
+)
+
+// Window is a sliding window of Minutes one-minute buckets. At time t it is
+// made of the buckets of minutes [minute(t)-Minutes+1, minute(t)], so it spans
+// between Minutes-1 and Minutes whole minutes depending on where t falls in
+// its minute: the "last hour" is the current minute plus the 59 before it.
+type Window struct {
+	// Minutes is the number of one-minute buckets (60 for one hour).
+	Minutes int64
+	// Grace is how long a bucket outlives the window, so that a query at the
+	// very end of the window never races the bucket's expiry.
+	Grace time.Duration
+}
+
+// Hour is the one-hour window of the seed design: 60 buckets, each expiring
+// 60 s after it left the window (the seed's "EXPIRE 3660").
+var Hour = Window{Minutes: 60, Grace: 60 * time.Second}
+
+// Validate reports a window that cannot work.
+func (w Window) Validate() error {
+	if w.Minutes < 1 {
+		return fmt.Errorf("window: need at least one minute, got %d", w.Minutes)
+	}
+	if w.Grace < 0 {
+		return fmt.Errorf("window: negative grace %s", w.Grace)
+	}
+	return nil
+}
+
+// Span is the nominal length of the window.
+func (w Window) Span() time.Duration { return time.Duration(w.Minutes) * time.Minute }
+
+// Minute returns the unix minute that contains t.
+func Minute(t time.Time) int64 { return t.Unix() / 60 }
+
+// MinuteOfMillis returns the unix minute that contains the unix millisecond ts.
+func MinuteOfMillis(ts int64) int64 {
+	if ts < 0 {
+		// floor division, so that negative times land in the right minute
+		return (ts - 59_999) / 60_000
+	}
+	return ts / 60_000
+}
+
+// First returns the oldest minute in the window at time now.
+func (w Window) First(now time.Time) int64 { return Minute(now) - w.Minutes + 1 }
+
+// Buckets returns the minutes in the window at time now, oldest first.
+func (w Window) Buckets(now time.Time) []int64 {
+	first := w.First(now)
+	out := make([]int64, w.Minutes)
+	for i := range out {
+		out[i] = first + int64(i)
+	}
+	return out
+}
+
+// ExpireAt returns the unix second at which the bucket of minute m may go:
+// the moment it leaves the window (the start of minute m+Minutes) plus the
+// grace. For the hour window that is m*60 + 3660, the seed's TTL counted from
+// the bucket's start. It depends only on m, so a late write never extends a
+// bucket's life.
+func (w Window) ExpireAt(m int64) int64 {
+	return (m+w.Minutes)*60 + int64(w.Grace/time.Second)
+}
