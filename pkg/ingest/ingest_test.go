@@ -1,0 +1,399 @@
+package ingest_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/topk-dev/topk/pkg/events"
+	"github.com/topk-dev/topk/pkg/ingest"
+	"github.com/topk-dev/topk/pkg/internal/testenv"
+	"github.com/topk-dev/topk/pkg/kafka"
+	"github.com/topk-dev/topk/pkg/keys"
+	"github.com/topk-dev/topk/pkg/scheduler"
+	"github.com/topk-dev/topk/pkg/store"
+	"github.com/topk-dev/topk/pkg/window"
+)
+
+const topic = "events"
+
+// fixture is one broker, one Redis, and a fixed clock shared by workers and
+// scheduler.
+type fixture struct {
+	t       *testing.T
+	kafka   *kfake.Cluster
+	store   *store.Store
+	now     time.Time
+	groupNo int
+}
+
+func newFixture(t *testing.T, partitions int32) *fixture {
+	t.Helper()
+	r := testenv.Redis(t)
+	c := testenv.Client(t, r.Addr())
+	return &fixture{
+		t:     t,
+		kafka: testenv.Kafka(t, map[string]int32{topic: partitions}),
+		store: store.New(c, keys.New(""), window.Hour, store.Options{}),
+		now:   time.Now().Truncate(time.Minute).Add(30 * time.Second),
+	}
+}
+
+func (f *fixture) brokers() []string { return f.kafka.ListenAddrs() }
+
+func (f *fixture) client(opts ...kgo.Opt) *kgo.Client {
+	f.t.Helper()
+	cl, err := kafka.NewClient(kafka.Config{Brokers: f.brokers()}, opts...)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(cl.Close)
+	return cl
+}
+
+// produce writes raw record values keyed by key, in order, and waits for acks.
+func (f *fixture) produce(records ...*kgo.Record) {
+	f.t.Helper()
+	cl := f.client(kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)))
+	if err := cl.ProduceSync(context.Background(), records...).FirstErr(); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func eventRecord(ev events.Event) *kgo.Record {
+	v, _ := json.Marshal(ev)
+	return &kgo.Record{Key: []byte(ev.WorkspaceID), Value: v}
+}
+
+// worker is a running ingest worker; stop cancels it and waits for Run.
+type worker struct {
+	*ingest.Worker
+	stop func()
+}
+
+func (f *fixture) startWorker(group string, extra ...kgo.Opt) *worker {
+	f.t.Helper()
+	w, err := ingest.New(ingest.Config{
+		Kafka:      kafka.Config{Brokers: f.brokers()},
+		Topic:      topic,
+		Group:      group,
+		Store:      f.store,
+		BatchAge:   50 * time.Millisecond,
+		Clock:      func() time.Time { return f.now },
+		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+		ClientOpts: extra,
+	})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				f.t.Errorf("worker: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			f.t.Error("worker did not stop within 30 s")
+		}
+	}
+	f.t.Cleanup(stop)
+	return &worker{Worker: w, stop: stop}
+}
+
+// waitFor polls cond until it holds or 30 s pass.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (f *fixture) refresh(k int) {
+	f.t.Helper()
+	s, err := scheduler.New(scheduler.Params{Store: f.store, K: k, Clock: func() time.Time { return f.now }})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if _, err := s.Tick(context.Background()); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// exactTop is the reference ranking: count descending, then channel id in
+// descending byte order (the documented tie-break).
+func exactTop(counts map[string]int64, k int) []store.Entry {
+	var out []store.Entry
+	for id, n := range counts {
+		out = append(out, store.Entry{ID: id, Count: n})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Count != out[j].Count {
+			return out[i].Count > out[j].Count
+		}
+		return out[i].ID > out[j].ID
+	})
+	if len(out) > k {
+		out = out[:k]
+	}
+	for i := range out {
+		out[i].Rank = i + 1
+	}
+	return out
+}
+
+// truth counts events per workspace and channel.
+type truth map[string]map[string]int64
+
+func (tr truth) add(ev events.Event, n int64) {
+	if tr[ev.WorkspaceID] == nil {
+		tr[ev.WorkspaceID] = map[string]int64{}
+	}
+	tr[ev.WorkspaceID][ev.ChannelID] += n
+}
+
+func (f *fixture) checkTop(tr truth, k int) {
+	f.t.Helper()
+	for ws, counts := range tr {
+		res, err := f.store.ReadTop(context.Background(), ws, 0)
+		if err != nil {
+			f.t.Fatalf("workspace %q: %v", ws, err)
+		}
+		want := exactTop(counts, k)
+		if fmt.Sprint(res.Entries) != fmt.Sprint(want) {
+			f.t.Fatalf("workspace %q cached top:\n got %v\nwant %v", ws, res.Entries, want)
+		}
+	}
+}
+
+// randomEvents makes n valid events inside the window over the given
+// workspaces, with skewed channel activity so rankings have a shape and ties.
+func randomEvents(rng *rand.Rand, now time.Time, workspaces []string, n int) []events.Event {
+	out := make([]events.Event, n)
+	for i := range out {
+		ch := rng.IntN(1 + rng.IntN(60)) // skewed towards low ids
+		out[i] = events.Event{
+			EventID:     fmt.Sprintf("e-%d", i),
+			WorkspaceID: workspaces[rng.IntN(len(workspaces))],
+			ChannelID:   fmt.Sprintf("c-%02d", ch),
+			TS:          now.Add(-time.Duration(rng.Int64N(int64(59 * time.Minute)))).UnixMilli(),
+		}
+	}
+	return out
+}
+
+// TestEndToEndExactTopK: events through Kafka and two workers in one group;
+// every workspace's cached top K equals the exact top K of the events.
+func TestEndToEndExactTopK(t *testing.T) {
+	f := newFixture(t, 4)
+	rng := rand.New(rand.NewPCG(7, 8))
+	workspaces := []string{"w1", "w2", "acme", "a}b", "{x}:y/z"}
+	evs := randomEvents(rng, f.now, workspaces, 20_000)
+	tr := truth{}
+	recs := make([]*kgo.Record, len(evs))
+	for i, ev := range evs {
+		tr.add(ev, 1)
+		recs[i] = eventRecord(ev)
+	}
+	w1 := f.startWorker("g")
+	w2 := f.startWorker("g")
+	f.produce(recs...)
+	waitFor(t, "all events counted", func() bool {
+		return w1.Stats().Counted.Load()+w2.Stats().Counted.Load() >= int64(len(evs))
+	})
+	if got := w1.Stats().Counted.Load() + w2.Stats().Counted.Load(); got != int64(len(evs)) {
+		t.Fatalf("counted %d events, produced %d", got, len(evs))
+	}
+	f.refresh(10)
+	f.checkTop(tr, 10)
+}
+
+// TestBadInput: each kind of bad record goes to the dead-letter topic with
+// its reason; valid events around them are all counted; the worker goes on.
+func TestBadInput(t *testing.T) {
+	f := newFixture(t, 2)
+	valid := func(i int) events.Event {
+		return events.Event{WorkspaceID: "w", ChannelID: fmt.Sprintf("c%d", i%3), TS: f.now.UnixMilli()}
+	}
+	long := strings.Repeat("x", events.MaxIDBytes+1)
+	bad := []struct {
+		value  string
+		reason events.Reason
+	}{
+		{`{"workspace_id":"w","channel_id":`, events.ReasonMalformedJSON},
+		{`not json at all`, events.ReasonMalformedJSON},
+		{"{\"workspace_id\":\"w\xff\",\"channel_id\":\"c\",\"ts\":1}", events.ReasonInvalidUTF8},
+		{`{"workspace_id":7,"channel_id":"c","ts":1}`, events.ReasonWrongType},
+		{`{"workspace_id":"w","channel_id":"c","ts":"soon"}`, events.ReasonWrongType},
+		{`{"workspace_id":"w","ts":1}`, events.ReasonMissingField},
+		{`{"workspace_id":"w","channel_id":"c"}`, events.ReasonMissingField},
+		{`{"workspace_id":"` + long + `","channel_id":"c","ts":1}`, events.ReasonIDTooLong},
+		{`{"workspace_id":"w","channel_id":"c","ts":1,"pad":"` + strings.Repeat("p", events.MaxRecordBytes) + `"}`, events.ReasonTooLarge},
+		{fmt.Sprintf(`{"workspace_id":"w","channel_id":"c","ts":%d}`, f.now.Add(-61*time.Minute).UnixMilli()), events.ReasonTooOld},
+		{fmt.Sprintf(`{"workspace_id":"w","channel_id":"c","ts":%d}`, f.now.Add(6*time.Minute).UnixMilli()), events.ReasonTooFarInFuture},
+	}
+	tr := truth{}
+	var recs []*kgo.Record
+	for i, b := range bad {
+		ev := valid(i)
+		tr.add(ev, 1)
+		recs = append(recs, eventRecord(ev), &kgo.Record{Key: []byte("w"), Value: []byte(b.value)})
+	}
+	w := f.startWorker("g")
+	f.produce(recs...)
+	waitFor(t, "all records handled", func() bool {
+		return w.Stats().Counted.Load()+w.Stats().Rejected.Load() >= int64(len(recs))
+	})
+	if got := w.Stats().Counted.Load(); got != int64(len(bad)) {
+		t.Fatalf("counted %d valid events, want %d", got, len(bad))
+	}
+	if got := w.Stats().Rejected.Load(); got != int64(len(bad)) {
+		t.Fatalf("rejected %d, want %d", got, len(bad))
+	}
+
+	// Every bad record is in the dead-letter topic, with its reason.
+	dlq := f.client(kgo.ConsumeTopics(topic + kafka.DLQSuffix))
+	wantReasons := map[string]int{}
+	for _, b := range bad {
+		wantReasons[string(b.reason)]++
+	}
+	gotReasons := map[string]int{}
+	for n := 0; n < len(bad); {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		fs := dlq.PollFetches(ctx)
+		cancel()
+		if err := fs.Err0(); err != nil {
+			t.Fatalf("reading the dead-letter topic after %d records: %v", n, err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			n++
+			h := map[string]string{}
+			for _, kv := range r.Headers {
+				h[kv.Key] = string(kv.Value)
+			}
+			gotReasons[h["reason"]]++
+			if h["error"] == "" || h["source_topic"] != topic || h["source_offset"] == "" {
+				t.Errorf("dead letter lacks provenance headers: %v", h)
+			}
+		})
+	}
+	if fmt.Sprint(gotReasons) != fmt.Sprint(wantReasons) {
+		t.Fatalf("dead-letter reasons %v, want %v", gotReasons, wantReasons)
+	}
+	if got := w.Stats().RejectedBy(); len(got) != len(wantReasons) {
+		t.Fatalf("rejected-by-reason stats %v, want %v", got, wantReasons)
+	}
+
+	// The worker is still consuming.
+	more := valid(100)
+	tr.add(more, 1)
+	f.produce(eventRecord(more))
+	waitFor(t, "the event after the bad ones", func() bool { return w.Stats().Counted.Load() == int64(len(bad))+1 })
+	f.refresh(10)
+	f.checkTop(tr, 10)
+}
+
+// failCommits makes the broker refuse every offset commit while on is set.
+func failCommits(c *kfake.Cluster, on *atomic.Bool) {
+	c.ControlKey(int16(kmsg.OffsetCommit), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if !on.Load() {
+			return nil, nil, false
+		}
+		req := r.(*kmsg.OffsetCommitRequest)
+		resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+		resp.SetVersion(req.Version)
+		for _, rt := range req.Topics {
+			st := kmsg.NewOffsetCommitResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewOffsetCommitResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = kerr.OffsetMetadataTooLarge.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+}
+
+// TestAtLeastOnce: a worker that wrote its batches to Redis but could not
+// commit them is stopped; its successor consumes them again. Nothing is
+// lost; the uncommitted range is counted twice (at-least-once), and once
+// commits work, a restart replays nothing.
+func TestAtLeastOnce(t *testing.T) {
+	f := newFixture(t, 3)
+	var refuse atomic.Bool
+	refuse.Store(true)
+	failCommits(f.kafka, &refuse)
+
+	rng := rand.New(rand.NewPCG(9, 10))
+	evs := randomEvents(rng, f.now, []string{"w1", "w2"}, 3000)
+	tr := truth{}
+	var recs []*kgo.Record
+	for _, ev := range evs {
+		tr.add(ev, 1)
+		recs = append(recs, eventRecord(ev))
+	}
+	f.produce(recs...)
+
+	a := f.startWorker("g")
+	waitFor(t, "worker A to write every event", func() bool { return a.Stats().Counted.Load() == int64(len(evs)) })
+	if a.Stats().CommitErrors.Load() == 0 {
+		t.Fatal("the broker refused no commit; the test is not testing anything")
+	}
+	a.stop() // between the Redis write and a successful commit
+	f.refresh(100)
+	f.checkTop(tr, 100)
+
+	refuse.Store(false)
+	b := f.startWorker("g")
+	waitFor(t, "worker B to replay the uncommitted events", func() bool { return b.Stats().Counted.Load() == int64(len(evs)) })
+	waitFor(t, "worker B to commit", func() bool { return b.Stats().Flushes.Load() > 0 })
+	b.stop()
+	twice := truth{}
+	for _, ev := range evs {
+		twice.add(ev, 2)
+	}
+	f.refresh(100)
+	f.checkTop(twice, 100) // nothing lost, the uncommitted range counted twice
+
+	// With the offsets committed, a new worker only sees new events.
+	c := f.startWorker("g")
+	extra := events.Event{WorkspaceID: "w1", ChannelID: "c-new", TS: f.now.UnixMilli()}
+	twice.add(extra, 1)
+	f.produce(eventRecord(extra))
+	waitFor(t, "worker C to count the new event", func() bool { return c.Stats().Counted.Load() == 1 })
+	c.stop()
+	if got := c.Stats().Consumed.Load(); got != 1 {
+		t.Fatalf("worker C consumed %d records, want only the new one", got)
+	}
+	f.refresh(100)
+	f.checkTop(twice, 100)
+}
