@@ -1,0 +1,223 @@
+package scheduler_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/topk-dev/topk/pkg/internal/testenv"
+	"github.com/topk-dev/topk/pkg/keys"
+	"github.com/topk-dev/topk/pkg/scheduler"
+	"github.com/topk-dev/topk/pkg/store"
+	"github.com/topk-dev/topk/pkg/window"
+)
+
+// simClock is a clock the test moves by hand.
+type simClock struct{ now time.Time }
+
+func (c *simClock) Now() time.Time          { return c.now }
+func (c *simClock) Advance(d time.Duration) { c.now = c.now.Add(d) }
+
+func setup(t *testing.T, w window.Window) (*store.Store, rueidis.Client) {
+	t.Helper()
+	r := testenv.Redis(t)
+	c := testenv.Client(t, r.Addr())
+	return store.New(c, keys.New(""), w, store.Options{}), c
+}
+
+func write(t *testing.T, st *store.Store, ws string, m int64, ch string, n int64) {
+	t.Helper()
+	counts := store.Counts{}
+	counts.Add(ws, m, ch, n)
+	if err := st.Apply(context.Background(), st.Prepare(counts)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func newScheduler(t *testing.T, st *store.Store, clock *simClock) *scheduler.Scheduler {
+	t.Helper()
+	s, err := scheduler.New(scheduler.Params{Store: st, K: 10, Clock: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func ranking(t *testing.T, st *store.Store, ws string) string {
+	t.Helper()
+	res, err := st.ReadTop(context.Background(), ws, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprint(res.Entries)
+}
+
+// TestWindowSlidesAndEmpties moves a simulated clock over an hour: activity
+// older than 60 minutes stops counting, an idle workspace's cache shrinks and
+// empties, and the workspace then leaves the index, with no cleanup job.
+func TestWindowSlidesAndEmpties(t *testing.T) {
+	ctx := context.Background()
+	st, _ := setup(t, window.Hour)
+	clock := &simClock{now: time.Date(2026, 11, 30, 12, 0, 30, 0, time.UTC)}
+	m0 := window.Minute(clock.now)
+	write(t, st, "w", m0-59, "old", 100) // oldest minute of the window
+	write(t, st, "w", m0-30, "mid", 50)
+	write(t, st, "w", m0, "new", 10)
+	s := newScheduler(t, st, clock)
+
+	steps := []struct {
+		advance time.Duration
+		want    string
+	}{
+		{0, "[{1 old 100} {2 mid 50} {3 new 10}]"},
+		{29 * time.Second, "[{1 old 100} {2 mid 50} {3 new 10}]"},    // 12:00:59, same minute
+		{1 * time.Second, "[{1 mid 50} {2 new 10}]"},                 // 12:01:00, "old" left
+		{28*time.Minute + 59*time.Second, "[{1 mid 50} {2 new 10}]"}, // 12:29:59, "mid" is the oldest minute
+		{1 * time.Second, "[{1 new 10}]"},                            // 12:30:00, "mid" left
+		{29*time.Minute + 59*time.Second, "[{1 new 10}]"},            // 12:59:59, "new" is the oldest minute
+		{1 * time.Second, "[]"},                                      // 13:00:00, the hour is empty
+	}
+	for _, step := range steps {
+		clock.Advance(step.advance)
+		stats, err := s.Tick(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stats.Refreshed != 1 {
+			t.Fatalf("%s: refreshed %d workspaces, want 1", clock.now.Format(time.TimeOnly), stats.Refreshed)
+		}
+		if got := ranking(t, st, "w"); got != step.want {
+			t.Fatalf("%s: ranking %s, want %s", clock.now.Format(time.TimeOnly), got, step.want)
+		}
+	}
+	// The last tick emptied the cache and forgot the workspace; the next
+	// tick has nothing to do.
+	active, err := st.ActiveWorkspaces(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(active) != 0 {
+		t.Fatalf("index still holds %v", active)
+	}
+	clock.Advance(time.Second)
+	if stats, err := s.Tick(ctx); err != nil || stats.Refreshed != 0 {
+		t.Fatalf("tick after the hour: %+v, %v", stats, err)
+	}
+	// New activity brings the workspace back.
+	write(t, st, "w", window.Minute(clock.now), "again", 1)
+	if _, err := s.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := ranking(t, st, "w"); got != "[{1 again 1}]" {
+		t.Fatalf("after new activity: %s", got)
+	}
+}
+
+// TestWorkFollowsActiveWorkspaces: workspaces idle for longer than the
+// window cost the scheduler nothing.
+func TestWorkFollowsActiveWorkspaces(t *testing.T) {
+	ctx := context.Background()
+	st, _ := setup(t, window.Hour)
+	clock := &simClock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	m0 := window.Minute(clock.now)
+	for i := 0; i < 500; i++ {
+		write(t, st, fmt.Sprintf("idle-%d", i), m0-1, "c", 1)
+	}
+	s := newScheduler(t, st, clock)
+	if stats, err := s.Tick(ctx); err != nil || stats.Refreshed != 500 {
+		t.Fatalf("first tick: %+v, %v", stats, err)
+	}
+	clock.Advance(2 * time.Hour)
+	if stats, err := s.Tick(ctx); err != nil || stats.Refreshed != 500 || stats.Forgotten != 500 {
+		t.Fatalf("tick after they went idle: %+v, %v", stats, err) // one last refresh each
+	}
+	for i := 0; i < 3; i++ {
+		write(t, st, fmt.Sprintf("busy-%d", i), window.Minute(clock.now), "c", 1)
+	}
+	clock.Advance(time.Second)
+	stats, err := s.Tick(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats.Refreshed != 3 {
+		t.Fatalf("refreshed %d workspaces, want only the 3 active ones", stats.Refreshed)
+	}
+}
+
+// TestBucketsExpireByThemselves: Redis deletes a bucket once it has left the
+// window, by the TTL the ingest script set. The grace is chosen so that the
+// bucket that just left the window expires two seconds from now.
+func TestBucketsExpireByThemselves(t *testing.T) {
+	ctx := context.Background()
+	now := time.Now()
+	m := window.Minute(now) - 60 // just left the window
+	grace := time.Duration(now.Unix()-window.Minute(now)*60+2) * time.Second
+	st, c := setup(t, window.Window{Minutes: 60, Grace: grace})
+	write(t, st, "w", m, "c", 1)
+	key := keys.New("").Workspace("w").Bucket(m)
+	ttl, err := c.Do(ctx, c.B().Ttl().Key(key).Build()).AsInt64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ttl < 1 || ttl > 3 {
+		t.Fatalf("TTL %d s, want about 2 s", ttl)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n, err := c.Do(ctx, c.B().Exists().Key(key).Build()).AsInt64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still exists long after its TTL", key)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestParamsValidation(t *testing.T) {
+	st, _ := setup(t, window.Hour)
+	for _, p := range []scheduler.Params{
+		{Store: st, Interval: 6 * time.Second},
+		{Store: st, Interval: -time.Second},
+		{Store: st, K: -1},
+		{},
+	} {
+		if _, err := scheduler.New(p); err == nil {
+			t.Errorf("New(%+v) accepted", p)
+		}
+	}
+}
+
+// TestRunRefreshesUntilCancelled runs the real ticker loop.
+func TestRunRefreshesUntilCancelled(t *testing.T) {
+	st, _ := setup(t, window.Hour)
+	write(t, st, "w", window.Minute(time.Now()), "c", 3)
+	s, err := scheduler.New(scheduler.Params{Store: st, Interval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if res, err := st.ReadTop(ctx, "w", 0); err == nil && fmt.Sprint(res.Entries) == "[{1 c 3}]" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Run never refreshed the cache")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
