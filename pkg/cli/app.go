@@ -1,0 +1,46 @@
+// Package cli is the topk command line: one constructor per subcommand, all
+// writing to the injected Env so tests can run commands in-process.
+//
+// Exit status: 0 success, 1 failure (e.g. Redis unreachable), 2 bad usage,
+// 3 no such result (e.g. a workspace without a cached ranking).
+package cli
+
+import (
+	"io"
+
+	"github.com/urfave/cli/v2"
+)
+
+// Exit statuses beyond 0 and 1.
+const (
+	exitUsage    = 2
+	exitNotFound = 3
+)
+
+// Env is where commands write.
+type Env struct {
+	Out io.Writer // results
+	Err io.Writer // logs and diagnostics
+}
+
+// App builds the topk application.
+func App(env Env) *cli.App {
+	return &cli.App{
+		Name:  "topk",
+		Usage: "real-time top-K rankings of activity, from Kafka into Redis",
+		Description: "Ingest workers count activity events from Kafka into per-minute Redis buckets;\n" +
+			"a scheduler caches each workspace's top channels over the last hour;\n" +
+			"backends and this CLI read the cached rankings.",
+		Writer:    env.Out,
+		ErrWriter: env.Err,
+		Commands: []*cli.Command{
+			getCommand(&env),
+			ingestCommand(&env),
+			scheduleCommand(&env),
+			scriptsCommand(&env),
+			produceCommand(&env),
+			runCommand(&env),
+		},
+		ExitErrHandler: func(*cli.Context, error) {}, // main decides how to exit
+	}
+}

@@ -1,0 +1,145 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/urfave/cli/v2"
+	"github.com/urfave/cli/v2/altsrc"
+
+	"github.com/topk-dev/topk/pkg/ingest"
+	"github.com/topk-dev/topk/pkg/kafka"
+	"github.com/topk-dev/topk/pkg/keys"
+	"github.com/topk-dev/topk/pkg/scheduler"
+	"github.com/topk-dev/topk/pkg/store"
+	"github.com/topk-dev/topk/pkg/window"
+)
+
+// Every setting is a flag, an environment variable and a key of the YAML
+// config file (--config), in that order of precedence. Flag constructors
+// return fresh values because urfave/cli flags hold their parsed state.
+
+// Defaults of the shared settings.
+const (
+	DefaultRedis   = "127.0.0.1:6379"
+	DefaultBrokers = "127.0.0.1:9092"
+	DefaultTopic   = "topk.events"
+	DefaultGroup   = "topk-ingest"
+	DefaultK       = 100
+)
+
+func configFlag() cli.Flag {
+	return &cli.StringFlag{Name: "config", EnvVars: []string{"TOPK_CONFIG"}, Usage: "YAML config file; flags and environment variables override it (see config/topk.yaml)"}
+}
+
+func redisFlag(def string) cli.Flag {
+	usage := "Redis address(es), comma-separated; a cluster is detected automatically"
+	if def == "" {
+		usage += " (empty: start a local redis-server)"
+	}
+	return altsrc.NewStringFlag(&cli.StringFlag{Name: "redis", EnvVars: []string{"TOPK_REDIS"}, Value: def, Usage: usage})
+}
+
+func prefixFlag() cli.Flag {
+	return altsrc.NewStringFlag(&cli.StringFlag{Name: "prefix", EnvVars: []string{"TOPK_PREFIX"}, Value: keys.DefaultPrefix, Usage: "prefix of every Redis key"})
+}
+
+func brokersFlag(def string) cli.Flag {
+	usage := "Kafka seed brokers, comma-separated"
+	if def == "" {
+		usage += " (empty: start an in-process broker)"
+	}
+	return altsrc.NewStringFlag(&cli.StringFlag{Name: "brokers", EnvVars: []string{"TOPK_BROKERS"}, Value: def, Usage: usage})
+}
+
+func topicFlag() cli.Flag {
+	return altsrc.NewStringFlag(&cli.StringFlag{Name: "topic", EnvVars: []string{"TOPK_TOPIC"}, Value: DefaultTopic, Usage: "Kafka topic of activity events"})
+}
+
+func ingestFlags() []cli.Flag {
+	return []cli.Flag{
+		altsrc.NewStringFlag(&cli.StringFlag{Name: "group", EnvVars: []string{"TOPK_GROUP"}, Value: DefaultGroup, Usage: "Kafka consumer group of the ingest workers"}),
+		altsrc.NewStringFlag(&cli.StringFlag{Name: "dlq-topic", EnvVars: []string{"TOPK_DLQ_TOPIC"}, Usage: "dead-letter topic (default: <topic>.dlq)"}),
+		altsrc.NewIntFlag(&cli.IntFlag{Name: "workers", EnvVars: []string{"TOPK_WORKERS"}, Value: 1, Usage: "ingest workers in this process (each one consumer-group member)"}),
+		altsrc.NewIntFlag(&cli.IntFlag{Name: "batch-events", EnvVars: []string{"TOPK_BATCH_EVENTS"}, Value: ingest.DefaultBatchEvents, Usage: "flush a batch once it holds this many records"}),
+		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "batch-age", EnvVars: []string{"TOPK_BATCH_AGE"}, Value: ingest.DefaultBatchAge, Usage: "flush a batch this long after its first record"}),
+		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "max-skew", EnvVars: []string{"TOPK_MAX_SKEW"}, Value: ingest.DefaultMaxSkew, Usage: "how far in the future an event time may be and still count"}),
+	}
+}
+
+func scheduleFlags() []cli.Flag {
+	return []cli.Flag{
+		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "interval", EnvVars: []string{"TOPK_INTERVAL"}, Value: time.Second, Usage: fmt.Sprintf("refresh interval of the cached rankings (at most %s)", scheduler.MaxInterval)}),
+		kFlag("entries kept in each cached ranking"),
+	}
+}
+
+func kFlag(usage string) cli.Flag {
+	return altsrc.NewIntFlag(&cli.IntFlag{Name: "k", EnvVars: []string{"TOPK_K"}, Value: DefaultK, Usage: usage})
+}
+
+func logFlags(def string) []cli.Flag {
+	return []cli.Flag{
+		altsrc.NewStringFlag(&cli.StringFlag{Name: "log-level", EnvVars: []string{"TOPK_LOG_LEVEL"}, Value: def, Usage: "debug, info, warn or error"}),
+	}
+}
+
+// withConfig prepends the --config flag and loads the file before the
+// command runs, so that its keys fill every flag not given otherwise.
+func withConfig(cmd *cli.Command) *cli.Command {
+	cmd.Flags = append([]cli.Flag{configFlag()}, cmd.Flags...)
+	cmd.Before = altsrc.InitInputSourceWithContext(cmd.Flags, altsrc.NewYamlSourceFromFlagFunc("config"))
+	return cmd
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func newLogger(c *cli.Context, env *Env) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
+		return nil, cli.Exit(fmt.Sprintf("bad --log-level %q: want debug, info, warn or error", c.String("log-level")), 2)
+	}
+	return slog.New(slog.NewTextHandler(env.Err, &slog.HandlerOptions{Level: level})), nil
+}
+
+// connectRedis opens a client to addrs and checks that Redis answers.
+func connectRedis(ctx context.Context, addrs string) (rueidis.Client, error) {
+	list := splitList(addrs)
+	if len(list) == 0 {
+		return nil, cli.Exit("no Redis address (--redis or TOPK_REDIS)", 2)
+	}
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: list, DisableCache: true})
+	if err != nil {
+		return nil, cli.Exit(fmt.Sprintf("cannot reach Redis at %s: %v", addrs, err), 1)
+	}
+	if err := c.Do(ctx, c.B().Ping().Build()).Error(); err != nil {
+		c.Close()
+		return nil, cli.Exit(fmt.Sprintf("Redis at %s does not answer: %v", addrs, err), 1)
+	}
+	return c, nil
+}
+
+// openStore connects to Redis and returns a Store over it.
+func openStore(c *cli.Context) (*store.Store, func(), error) {
+	client, err := connectRedis(c.Context, c.String("redis"))
+	if err != nil {
+		return nil, nil, err
+	}
+	return store.New(client, keys.New(c.String("prefix")), window.Hour, store.Options{}), client.Close, nil
+}
+
+func kafkaConfig(c *cli.Context) kafka.Config {
+	return kafka.Config{Brokers: splitList(c.String("brokers"))}
+}

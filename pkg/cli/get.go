@@ -1,0 +1,80 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/topk-dev/topk/pkg/store"
+)
+
+func getCommand(env *Env) *cli.Command {
+	return withConfig(&cli.Command{
+		Name:      "get",
+		Usage:     "print a workspace's cached top channels over the last hour",
+		UsageText: "topk get --workspace W [--k N] [--json]",
+		Flags: []cli.Flag{
+			redisFlag(DefaultRedis), prefixFlag(),
+			&cli.StringFlag{Name: "workspace", Aliases: []string{"w"}, Usage: "workspace id", Required: true},
+			&cli.IntFlag{Name: "k", Value: 10, Usage: "entries to print (0: all cached)"},
+			&cli.BoolFlag{Name: "json", Usage: "print JSON for machines"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.Int("k") < 0 {
+				return cli.Exit("--k must be 0 (all) or positive", exitUsage)
+			}
+			st, closeStore, err := openStore(c)
+			if err != nil {
+				return err
+			}
+			defer closeStore()
+			ws := c.String("workspace")
+			res, err := st.ReadTop(c.Context, ws, c.Int("k"))
+			if errors.Is(err, store.ErrNoResult) {
+				return cli.Exit(fmt.Sprintf("no ranking for workspace %q: it had no activity in the last hour, or no scheduler is running (topk schedule)", ws), exitNotFound)
+			}
+			if err != nil {
+				return cli.Exit(err.Error(), 1)
+			}
+			age := time.Since(res.ComputedAt)
+			if c.Bool("json") {
+				return writeJSON(env, getJSON{Workspace: ws, Result: res, AgeSeconds: age.Seconds()})
+			}
+			printResult(env, "workspace "+ws, res, age)
+			return nil
+		},
+	})
+}
+
+type getJSON struct {
+	Workspace string `json:"workspace"`
+	store.Result
+	AgeSeconds float64 `json:"age_seconds"`
+}
+
+func writeJSON(env *Env, v any) error {
+	enc := json.NewEncoder(env.Out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// printResult prints a ranking as a table under a one-line header.
+func printResult(env *Env, title string, res store.Result, age time.Duration) {
+	fmt.Fprintf(env.Out, "%s: top %d of the last hour (%s - %s UTC), computed %s ago\n",
+		title, len(res.Entries), res.WindowStart.UTC().Format("15:04:05"), res.WindowEnd.UTC().Format("15:04:05"),
+		age.Round(100*time.Millisecond))
+	if len(res.Entries) == 0 {
+		fmt.Fprintln(env.Out, "  (no activity in the window)")
+		return
+	}
+	tw := tabwriter.NewWriter(env.Out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "RANK\tCOUNT\t CHANNEL")
+	for _, e := range res.Entries {
+		fmt.Fprintf(tw, "%d\t%d\t %s\n", e.Rank, e.Count, e.ID)
+	}
+	tw.Flush()
+}

@@ -1,0 +1,195 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/urfave/cli/v2"
+
+	"github.com/topk-dev/topk/pkg/devenv"
+	"github.com/topk-dev/topk/pkg/ingest"
+	"github.com/topk-dev/topk/pkg/kafka"
+	"github.com/topk-dev/topk/pkg/loadgen"
+	"github.com/topk-dev/topk/pkg/store"
+)
+
+func runCommand(env *Env) *cli.Command {
+	flags := []cli.Flag{brokersFlag(""), redisFlag(""), topicFlag(), prefixFlag()}
+	flags = append(flags, ingestFlags()...)
+	flags = append(flags, scheduleFlags()...)
+	flags = append(flags, trafficFlags(20_000)...)
+	flags = append(flags,
+		&cli.DurationFlag{Name: "duration", Usage: "stop after this long (0: until interrupted)"},
+		&cli.IntFlag{Name: "show", Value: 3, Usage: "how many of the busiest workspaces to display"},
+		&cli.IntFlag{Name: "rows", Value: 10, Usage: "rows per displayed ranking"},
+		&cli.DurationFlag{Name: "every", Value: 3 * time.Second, Usage: "display refresh period"},
+	)
+	flags = append(flags, logFlags("warn")...)
+	return withConfig(&cli.Command{
+		Name:  "run",
+		Usage: "the whole pipeline in one process: local services, synthetic traffic, workers, scheduler, live rankings",
+		Description: "With no --redis it starts a redis-server child on a free port; with no --brokers an\n" +
+			"in-process Kafka-protocol broker (kfake). It produces Zipf-distributed traffic, ingests it,\n" +
+			"refreshes the rankings and prints the busiest workspaces' top channels until interrupted\n" +
+			"(or --duration), then stops everything it started.",
+		Flags:  flags,
+		Action: func(c *cli.Context) error { return runAll(c, env) },
+	})
+}
+
+func runAll(c *cli.Context, env *Env) error {
+	log, err := newLogger(c, env)
+	if err != nil {
+		return err
+	}
+	gen, err := newGenerator(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Context
+	if d := c.Duration("duration"); d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
+
+	// Local services for whatever was not given; the flags are then set to
+	// their addresses so every component below reads one configuration.
+	if c.String("redis") == "" {
+		r, err := devenv.StartRedis(ctx, devenv.RedisOptions{})
+		if err != nil {
+			return cli.Exit(err.Error(), 1)
+		}
+		defer r.Stop()
+		fmt.Fprintf(env.Out, "started redis-server at %s (pid %d)\n", r.Addr(), r.PID())
+		_ = c.Set("redis", r.Addr())
+	}
+	if c.String("brokers") == "" {
+		k, err := devenv.StartKafka(map[string]int32{c.String("topic"): int32(c.Int("partitions"))})
+		if err != nil {
+			return cli.Exit(err.Error(), 1)
+		}
+		defer k.Close()
+		fmt.Fprintf(env.Out, "started in-process Kafka broker (kfake) at %s\n", strings.Join(k.ListenAddrs(), ","))
+		_ = c.Set("brokers", strings.Join(k.ListenAddrs(), ","))
+	}
+
+	st, closeStore, err := openStore(c)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	producer, err := kafka.NewClient(kafkaConfig(c), kgo.ProducerLinger(5*time.Millisecond))
+	if err != nil {
+		return cli.Exit(err.Error(), 1)
+	}
+	defer producer.Close()
+	if err := kafka.EnsureTopics(ctx, producer, int32(c.Int("partitions")), c.String("topic")); err != nil {
+		return cli.Exit(err.Error(), 1)
+	}
+	workers, err := newWorkers(c, st, log)
+	if err != nil {
+		return err
+	}
+	sched, err := newScheduler(c, st, log)
+	if err != nil {
+		return err
+	}
+
+	fmt.Fprintf(env.Out, "query it from another shell: topk get --redis %s --workspace %s\n\n", c.String("redis"), gen.WorkspaceName(0))
+	var progress loadgen.Progress
+	var wg sync.WaitGroup
+	errs := make(chan error, 3)
+	goRun := func(fn func() error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := fn(); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	goRun(func() error { return runWorkers(runCtx, workers, log) })
+	goRun(func() error { return sched.Run(runCtx) })
+	show := make([]string, min(c.Int("show"), c.Int("workspaces")))
+	for i := range show {
+		show[i] = gen.WorkspaceName(i)
+	}
+	goRun(func() error {
+		_, err := loadgen.Produce(runCtx, producer, c.String("topic"), gen, loadgen.ProduceOptions{Rate: c.Float64("rate"), Progress: &progress})
+		return err
+	})
+
+	d := display{env: env, st: st, workspaces: show, rows: c.Int("rows"), clear: isTerminal(env.Out), started: time.Now()}
+	t := time.NewTicker(c.Duration("every"))
+	defer t.Stop()
+	var runErr error
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case runErr = <-errs:
+			break loop
+		case <-t.C:
+			d.print(ctx, &progress, workers)
+		}
+	}
+	stop()
+	wg.Wait()
+	if runErr != nil {
+		return cli.Exit(runErr.Error(), 1)
+	}
+	fmt.Fprintf(env.Out, "stopped after %s: %d events produced\n", time.Since(d.started).Round(time.Second), progress.Acked.Load())
+	return nil
+}
+
+// display prints the live rankings of a few workspaces.
+type display struct {
+	env        *Env
+	st         *store.Store
+	workspaces []string
+	rows       int
+	clear      bool
+	started    time.Time
+}
+
+func (d *display) print(ctx context.Context, p *loadgen.Progress, workers []*ingest.Worker) {
+	var counted, rejected int64
+	for _, w := range workers {
+		counted += w.Stats().Counted.Load()
+		rejected += w.Stats().Rejected.Load()
+	}
+	if d.clear {
+		fmt.Fprint(d.env.Out, "\033[H\033[2J")
+	}
+	elapsed := time.Since(d.started)
+	fmt.Fprintf(d.env.Out, "topk run: %s  produced %d (%.0f/s)  counted %d  rejected %d  not yet counted %d\n\n",
+		elapsed.Round(time.Second), p.Acked.Load(), float64(p.Acked.Load())/elapsed.Seconds(), counted, rejected, p.Acked.Load()-counted-rejected)
+	for _, ws := range d.workspaces {
+		res, err := d.st.ReadTop(ctx, ws, d.rows)
+		if err != nil {
+			fmt.Fprintf(d.env.Out, "workspace %s: %v\n\n", ws, err)
+			continue
+		}
+		printResult(d.env, "workspace "+ws, res, time.Since(res.ComputedAt))
+		fmt.Fprintln(d.env.Out)
+	}
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

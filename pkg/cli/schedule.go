@@ -1,0 +1,48 @@
+package cli
+
+import (
+	"log/slog"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/topk-dev/topk/pkg/scheduler"
+	"github.com/topk-dev/topk/pkg/store"
+)
+
+func scheduleCommand(env *Env) *cli.Command {
+	flags := []cli.Flag{redisFlag(DefaultRedis), prefixFlag()}
+	flags = append(flags, scheduleFlags()...)
+	flags = append(flags, logFlags("info")...)
+	return withConfig(&cli.Command{
+		Name:  "schedule",
+		Usage: "keep every active workspace's cached top K fresh",
+		Description: "Every --interval, recomputes the top --k channels of every workspace with activity\n" +
+			"in the last hour and replaces its cached result atomically. Running two is safe.",
+		Flags: flags,
+		Action: func(c *cli.Context) error {
+			log, err := newLogger(c, env)
+			if err != nil {
+				return err
+			}
+			st, closeStore, err := openStore(c)
+			if err != nil {
+				return err
+			}
+			defer closeStore()
+			s, err := newScheduler(c, st, log)
+			if err != nil {
+				return err
+			}
+			log.Info("scheduler started", "interval", c.Duration("interval"), "k", c.Int("k"))
+			return s.Run(c.Context)
+		},
+	})
+}
+
+func newScheduler(c *cli.Context, st *store.Store, log *slog.Logger) (*scheduler.Scheduler, error) {
+	s, err := scheduler.New(scheduler.Params{Store: st, Interval: c.Duration("interval"), K: c.Int("k"), Logger: log})
+	if err != nil {
+		return nil, cli.Exit(err.Error(), exitUsage)
+	}
+	return s, nil
+}
