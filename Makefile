@@ -1,0 +1,36 @@
+# topk: the two commands a new user needs are `make run` and `make test`.
+# Both install what is missing first (scripts/install-deps.sh: redis-server
+# through apt); neither needs Docker, Kafka or a running Redis.
+
+GO      ?= go
+BIN     := bin/topk
+ARGS    ?=
+
+.PHONY: run test build deps vet fmt-check clean
+
+## run: build topk, start a local Redis and an in-process Kafka broker,
+##      generate traffic and show the live rankings (Ctrl-C stops everything).
+##      Extra flags: make run ARGS="--rate 50000 --duration 1m"
+run: deps build
+	$(BIN) run --config config/topk.yaml $(ARGS)
+
+## test: vet and the whole test suite (with the race detector); the tests
+##       start the redis-server and Kafka broker they need themselves.
+test: deps vet
+	$(GO) test -race -count=1 ./...
+
+build:
+	$(GO) build -o $(BIN) ./cmd/topk
+
+deps:
+	@scripts/install-deps.sh
+
+vet:
+	$(GO) vet ./...
+
+## fmt-check: fail if any Go file is not gofmt-formatted.
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+clean:
+	rm -rf bin
