@@ -1,3 +1,4 @@
+#!lua
 -- ingest.lua: add one flush's pre-aggregated counts to minute buckets.
 --
 -- KEYS[i]  a minute bucket, <prefix>:{w:<ws>}:m:<unix_minute> (sorted set).
@@ -5,13 +6,17 @@
 --          (one hash slot) per call; on a single Redis it may mix workspaces.
 -- ARGV     for each KEYS[i], in order:
 --            expire_at   unix seconds at which the bucket expires
---                        (end of its minute + window + grace), so a late
+--                        (when its minute leaves the window, plus grace), so a late
 --                        write never extends a bucket's life
 --            n           number of (member, increment) pairs that follow
 --            member_1, increment_1, ..., member_n, increment_n
 -- Reply    integer: the number of ZINCRBY calls applied.
 --
 -- The script runs atomically: a bucket never has counts without its TTL.
+--
+-- The "#!lua" line (Redis 7 script flags, none set) makes Redis refuse the
+-- script up front when it is out of memory, instead of failing it halfway
+-- after some writes, and enforces that every key is passed in KEYS.
 local a = 1
 local applied = 0
 for i = 1, #KEYS do

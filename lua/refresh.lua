@@ -1,3 +1,4 @@
+#!lua
 -- refresh.lua: recompute one workspace's cached top K over its minute buckets
 -- and replace the cached result atomically.
 --
@@ -16,6 +17,10 @@
 -- which is exactly the order ZREVRANGE returns, so readers need no re-sort.
 -- An empty window deletes the cached set; the metadata stays (with its TTL)
 -- so readers can tell "no activity" from "never computed".
+--
+-- The "#!lua" line (Redis 7 script flags, none set) makes Redis refuse the
+-- script up front when it is out of memory, instead of failing it halfway
+-- after some writes, and enforces that every key is passed in KEYS.
 local k = tonumber(ARGV[1])
 local n = redis.call('ZUNIONSTORE', KEYS[1], #KEYS - 3, unpack(KEYS, 4))
 if n > k then

@@ -133,6 +133,9 @@ func connectRedis(ctx context.Context, addrs string) (rueidis.Client, error) {
 
 // openStore connects to Redis and returns a Store over it.
 func openStore(c *cli.Context) (*store.Store, func(), error) {
+	if err := keys.ValidatePrefix(c.String("prefix")); err != nil {
+		return nil, nil, cli.Exit(err.Error(), exitUsage)
+	}
 	client, err := connectRedis(c.Context, c.String("redis"))
 	if err != nil {
 		return nil, nil, err

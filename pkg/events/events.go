@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -90,6 +91,10 @@ func Decode(value []byte) (Event, error) {
 	if !utf8.Valid(value) {
 		return Event{}, Reject(ReasonInvalidUTF8, "record value is not valid UTF-8")
 	}
+	// Only an object is an event; arrays, strings, numbers and null are not.
+	if trimmed := bytes.TrimLeft(value, " \t\r\n"); len(trimmed) == 0 || trimmed[0] != '{' {
+		return Event{}, Reject(ReasonMalformedJSON, "record value is not a JSON object")
+	}
 	var raw struct {
 		Event
 		TS json.RawMessage `json:"ts"`
@@ -98,12 +103,14 @@ func Decode(value []byte) (Event, error) {
 	if err := dec.Decode(&raw); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			return Event{}, Reject(ReasonWrongType, "field %q must be %s, got %s", te.Field, jsonKind(te.Type.Kind().String()), te.Value)
+			field := strings.TrimPrefix(te.Field, "Event.") // the embedding is an implementation detail
+			return Event{}, Reject(ReasonWrongType, "field %q must be %s, got %s", field, jsonKind(te.Type.Kind().String()), te.Value)
 		}
 		return Event{}, Reject(ReasonMalformedJSON, "%v", err)
 	}
-	if dec.More() {
-		return Event{}, Reject(ReasonMalformedJSON, "trailing data after the JSON object")
+	// Decoder.More misses a stray '}' or ']', so look at the rest directly.
+	if rest := bytes.TrimSpace(value[dec.InputOffset():]); len(rest) > 0 {
+		return Event{}, Reject(ReasonMalformedJSON, "trailing data after the JSON object: %.20q", rest)
 	}
 	ev := raw.Event
 	if err := checkID("workspace_id", ev.WorkspaceID); err != nil {
@@ -134,6 +141,10 @@ func checkID(field, id string) error {
 		return Reject(ReasonMissingField, "%s is required and must be non-empty", field)
 	case len(id) > MaxIDBytes:
 		return Reject(ReasonIDTooLong, "%s is %d bytes, the limit is %d", field, len(id), MaxIDBytes)
+	case strings.ContainsRune(id, utf8.RuneError):
+		// encoding/json turns lone surrogate escapes (\ud800) into U+FFFD,
+		// which would merge distinct ids.
+		return Reject(ReasonInvalidUTF8, "%s contains U+FFFD, the mark of an invalid escape or encoding", field)
 	}
 	return nil
 }

@@ -256,6 +256,7 @@ func TestBadInput(t *testing.T) {
 		{`{"workspace_id":"w","channel_id":"c","ts":1,"pad":"` + strings.Repeat("p", events.MaxRecordBytes) + `"}`, events.ReasonTooLarge},
 		{fmt.Sprintf(`{"workspace_id":"w","channel_id":"c","ts":%d}`, f.now.Add(-61*time.Minute).UnixMilli()), events.ReasonTooOld},
 		{fmt.Sprintf(`{"workspace_id":"w","channel_id":"c","ts":%d}`, f.now.Add(6*time.Minute).UnixMilli()), events.ReasonTooFarInFuture},
+		{`{"workspace_id":"w","channel_id":"c","ts":-9223372036854775808}`, events.ReasonTooOld}, // must not overflow into the future
 	}
 	tr := truth{}
 	var recs []*kgo.Record

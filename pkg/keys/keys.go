@@ -16,6 +16,7 @@
 package keys
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 )
@@ -37,6 +38,15 @@ func New(prefix string) Space {
 		prefix = DefaultPrefix
 	}
 	return Space{prefix: prefix}
+}
+
+// ValidatePrefix refuses a prefix that would change the keys' hash tags:
+// a '{' or '}' in it would put every workspace in one Redis Cluster slot.
+func ValidatePrefix(prefix string) error {
+	if strings.ContainsAny(prefix, "{}") {
+		return fmt.Errorf("keys: prefix %q must not contain '{' or '}'", prefix)
+	}
+	return nil
 }
 
 // Prefix returns the configured prefix.

@@ -39,15 +39,19 @@ func (w Window) Validate() error {
 func (w Window) Span() time.Duration { return time.Duration(w.Minutes) * time.Minute }
 
 // Minute returns the unix minute that contains t.
-func Minute(t time.Time) int64 { return t.Unix() / 60 }
+func Minute(t time.Time) int64 { return floorDiv(t.Unix(), 60) }
 
 // MinuteOfMillis returns the unix minute that contains the unix millisecond ts.
-func MinuteOfMillis(ts int64) int64 {
-	if ts < 0 {
-		// floor division, so that negative times land in the right minute
-		return (ts - 59_999) / 60_000
+func MinuteOfMillis(ts int64) int64 { return floorDiv(ts, 60_000) }
+
+// floorDiv divides rounding towards minus infinity, so that times before
+// 1970 land in the right minute; unlike (a-b+1)/b it cannot overflow.
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b < 0 {
+		q--
 	}
-	return ts / 60_000
+	return q
 }
 
 // First returns the oldest minute in the window at time now.
