@@ -34,6 +34,10 @@ const (
 	DefaultMaxSkew     = 5 * time.Minute
 )
 
+// ShutdownGrace is how long a stopping worker keeps trying to write and
+// commit the batch it holds.
+const ShutdownGrace = 10 * time.Second
+
 // Config configures a Worker.
 type Config struct {
 	Kafka    kafka.Config
@@ -153,6 +157,16 @@ func (w *Worker) Run(ctx context.Context) error {
 		return fmt.Errorf("ingest: dead-letter topic: %w", err)
 	}
 
+	// A flush that has started is finished even when ctx ends meanwhile: an
+	// interrupted flush would leave some script calls applied and the batch
+	// uncommitted, to be counted twice after a restart. ioCtx outlives ctx
+	// by ShutdownGrace, which bounds how long a stopping worker waits for an
+	// unreachable Redis before leaving its batch uncommitted.
+	ioCtx, cancelIO := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelIO()
+	stopGrace := context.AfterFunc(ctx, func() { time.AfterFunc(ShutdownGrace, cancelIO) })
+	defer stopGrace()
+
 	log := w.cfg.Logger.With("topic", w.cfg.Topic, "group", w.cfg.Group)
 	log.Info("ingest worker started", "dlq", w.cfg.DLQTopic, "batch_events", w.cfg.BatchEvents, "batch_age", w.cfg.BatchAge)
 	b := newBatch()
@@ -187,15 +201,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		stopping := ctx.Err() != nil
 		due := b.records >= w.cfg.BatchEvents || (!b.empty() && !time.Now().Before(b.started.Add(w.cfg.BatchAge)))
 		if !b.empty() && (due || stopping || hurry.Load()) {
-			flushCtx := ctx
-			if stopping {
-				// Finish what was polled before leaving; if Redis is down
-				// the records stay uncommitted and are consumed again.
-				var cancel context.CancelFunc
-				flushCtx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
-			}
-			if err := w.flush(flushCtx, cl, b, log); err != nil {
+			if err := w.flush(ioCtx, cl, b, log); err != nil {
 				log.Warn("batch not flushed; its records stay uncommitted and will be consumed again", "records", b.records, "err", err)
 				return nil
 			}
