@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -222,21 +221,11 @@ func getJSON(t *testing.T, redis, ws string, extra ...string) (getOutput, error)
 	return g, nil
 }
 
-// exactTop is the reference ranking: count descending, ties by channel id in
-// descending byte order, ranks from 1.
+// exactTop is testenv's reference ranking in this file's JSON shape.
 func exactTop(counts map[string]int64) []entry {
-	out := make([]entry, 0, len(counts))
-	for id, n := range counts {
-		out = append(out, entry{ID: id, Count: n})
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Count != out[j].Count {
-			return out[i].Count > out[j].Count
-		}
-		return out[i].ID > out[j].ID
-	})
-	for i := range out {
-		out[i].Rank = i + 1
+	var out []entry
+	for _, e := range testenv.ExactTop(counts, 0) {
+		out = append(out, entry{Rank: e.Rank, ID: e.ID, Count: e.Count})
 	}
 	return out
 }

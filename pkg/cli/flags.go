@@ -143,6 +143,23 @@ func openStore(c *cli.Context) (*store.Store, func(), error) {
 	return store.New(client, keys.New(c.String("prefix")), window.Hour, store.Options{}), client.Close, nil
 }
 
+// serviceAction adapts the action of a long-running command that needs a
+// logger and a store, opening both from the command's flags.
+func serviceAction(env *Env, fn func(c *cli.Context, st *store.Store, log *slog.Logger) error) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		log, err := newLogger(c, env)
+		if err != nil {
+			return err
+		}
+		st, closeStore, err := openStore(c)
+		if err != nil {
+			return err
+		}
+		defer closeStore()
+		return fn(c, st, log)
+	}
+}
+
 func kafkaConfig(c *cli.Context) kafka.Config {
 	return kafka.Config{Brokers: splitList(c.String("brokers"))}
 }

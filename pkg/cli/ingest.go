@@ -22,22 +22,13 @@ func ingestCommand(env *Env) *cli.Command {
 		Description: "Runs --workers consumer-group members. Offsets are committed only after Redis has\n" +
 			"accepted the batch; invalid or too old/new events go to the dead-letter topic.",
 		Flags: flags,
-		Action: func(c *cli.Context) error {
-			log, err := newLogger(c, env)
-			if err != nil {
-				return err
-			}
-			st, closeStore, err := openStore(c)
-			if err != nil {
-				return err
-			}
-			defer closeStore()
+		Action: serviceAction(env, func(c *cli.Context, st *store.Store, log *slog.Logger) error {
 			workers, err := newWorkers(c, st, log)
 			if err != nil {
 				return err
 			}
 			return runWorkers(c.Context, workers, log)
-		},
+		}),
 	})
 }
 

@@ -19,23 +19,14 @@ func scheduleCommand(env *Env) *cli.Command {
 		Description: "Every --interval, recomputes the top --k channels of every workspace with activity\n" +
 			"in the last hour and replaces its cached result atomically. Running two is safe.",
 		Flags: flags,
-		Action: func(c *cli.Context) error {
-			log, err := newLogger(c, env)
-			if err != nil {
-				return err
-			}
-			st, closeStore, err := openStore(c)
-			if err != nil {
-				return err
-			}
-			defer closeStore()
+		Action: serviceAction(env, func(c *cli.Context, st *store.Store, log *slog.Logger) error {
 			s, err := newScheduler(c, st, log)
 			if err != nil {
 				return err
 			}
 			log.Info("scheduler started", "interval", c.Duration("interval"), "k", c.Int("k"))
 			return s.Run(c.Context)
-		},
+		}),
 	})
 }
 

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"sort"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -145,28 +144,6 @@ func (f *fixture) refresh(k int) {
 	}
 }
 
-// exactTop is the reference ranking: count descending, then channel id in
-// descending byte order (the documented tie-break).
-func exactTop(counts map[string]int64, k int) []store.Entry {
-	var out []store.Entry
-	for id, n := range counts {
-		out = append(out, store.Entry{ID: id, Count: n})
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Count != out[j].Count {
-			return out[i].Count > out[j].Count
-		}
-		return out[i].ID > out[j].ID
-	})
-	if len(out) > k {
-		out = out[:k]
-	}
-	for i := range out {
-		out[i].Rank = i + 1
-	}
-	return out
-}
-
 // truth counts events per workspace and channel.
 type truth map[string]map[string]int64
 
@@ -184,7 +161,7 @@ func (f *fixture) checkTop(tr truth, k int) {
 		if err != nil {
 			f.t.Fatalf("workspace %q: %v", ws, err)
 		}
-		want := exactTop(counts, k)
+		want := testenv.ExactTop(counts, k)
 		if fmt.Sprint(res.Entries) != fmt.Sprint(want) {
 			f.t.Fatalf("workspace %q cached top:\n got %v\nwant %v", ws, res.Entries, want)
 		}

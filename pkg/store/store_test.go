@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sort"
 	"testing"
 	"time"
 
@@ -22,30 +21,6 @@ func newStore(t *testing.T, opts store.Options) (*store.Store, rueidis.Client) {
 	r := testenv.Redis(t)
 	c := testenv.Client(t, r.Addr())
 	return store.New(c, keys.New(""), window.Hour, opts), c
-}
-
-// exactTop ranks counts the way the contract says: count descending, ties by
-// id in descending byte order.
-func exactTop(counts map[string]int64, k int) []store.Entry {
-	out := make([]store.Entry, 0, len(counts))
-	for id, n := range counts {
-		if n > 0 {
-			out = append(out, store.Entry{ID: id, Count: n})
-		}
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Count != out[j].Count {
-			return out[i].Count > out[j].Count
-		}
-		return out[i].ID > out[j].ID
-	})
-	if len(out) > k {
-		out = out[:k]
-	}
-	for i := range out {
-		out[i].Rank = i + 1
-	}
-	return out
 }
 
 func TestApplyWritesBucketsWithTTL(t *testing.T) {
@@ -182,7 +157,7 @@ func TestRefreshMatchesExactTopK(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := exactTop(inWindow, k)
+	want := testenv.ExactTop(inWindow, k)
 	if fmt.Sprint(res.Entries) != fmt.Sprint(want) {
 		t.Fatalf("cached top:\n got %v\nwant %v", res.Entries, want)
 	}

@@ -7,12 +7,14 @@ package testenv
 import (
 	"context"
 	"errors"
+	"sort"
 	"testing"
 
 	"github.com/redis/rueidis"
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/topk-dev/topk/pkg/devenv"
+	"github.com/topk-dev/topk/pkg/store"
 )
 
 // Redis starts a throwaway redis-server for the test.
@@ -50,4 +52,30 @@ func Kafka(t testing.TB, topics map[string]int32) *kfake.Cluster {
 	}
 	t.Cleanup(c.Close)
 	return c
+}
+
+// ExactTop is the reference ranking tests compare cached results with:
+// count descending, ties by id in descending byte order (the documented
+// ZREVRANGE order), ranks from 1, at most k entries (k <= 0: all).
+// Zero counts are left out, as Redis keeps no member with score 0.
+func ExactTop(counts map[string]int64, k int) []store.Entry {
+	out := make([]store.Entry, 0, len(counts))
+	for id, n := range counts {
+		if n > 0 {
+			out = append(out, store.Entry{ID: id, Count: n})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Count != out[j].Count {
+			return out[i].Count > out[j].Count
+		}
+		return out[i].ID > out[j].ID
+	})
+	if k > 0 && len(out) > k {
+		out = out[:k]
+	}
+	for i := range out {
+		out[i].Rank = i + 1
+	}
+	return out
 }
