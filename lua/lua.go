@@ -32,6 +32,12 @@ var (
 	ingestSource string
 	//go:embed refresh.lua
 	refreshSource string
+	//go:embed global_add.lua
+	globalAddSource string
+	//go:embed global_union.lua
+	globalUnionSource string
+	//go:embed global_cache.lua
+	globalCacheSource string
 )
 
 var (
@@ -39,7 +45,13 @@ var (
 	Ingest = newScript("ingest", ingestSource)
 	// Refresh recomputes and caches one workspace's top K (see refresh.lua).
 	Refresh = newScript("refresh", refreshSource)
+	// GlobalAdd feeds one shard's per-minute Space-Saving summaries (see global_add.lua).
+	GlobalAdd = newScript("global_add", globalAddSource)
+	// GlobalUnion merges one shard's summaries over a window (see global_union.lua).
+	GlobalUnion = newScript("global_union", globalUnionSource)
+	// GlobalCache replaces the cached global ranking (see global_cache.lua).
+	GlobalCache = newScript("global_cache", globalCacheSource)
 )
 
 // All lists every embedded script, in a stable order.
-func All() []*Script { return []*Script{Ingest, Refresh} }
+func All() []*Script { return []*Script{Ingest, Refresh, GlobalAdd, GlobalUnion, GlobalCache} }

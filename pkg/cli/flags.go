@@ -78,6 +78,16 @@ func scheduleFlags() []cli.Flag {
 	}
 }
 
+// globalFlags configure the global view's summaries. Every ingest worker
+// and scheduler of a deployment must use the same values.
+func globalFlags() []cli.Flag {
+	return []cli.Flag{
+		altsrc.NewStringFlag(&cli.StringFlag{Name: "global-backend", EnvVars: []string{"TOPK_GLOBAL_BACKEND"}, Value: "auto", Usage: "summaries of the global view: auto (redisbloom when the module is loaded), lua or redisbloom"}),
+		altsrc.NewIntFlag(&cli.IntFlag{Name: "global-shards", EnvVars: []string{"TOPK_GLOBAL_SHARDS"}, Value: store.DefaultGlobalShards, Usage: "shards of the global summaries (same value for all workers and schedulers)"}),
+		altsrc.NewIntFlag(&cli.IntFlag{Name: "global-capacity", EnvVars: []string{"TOPK_GLOBAL_CAPACITY"}, Value: store.DefaultGlobalCapacity, Usage: "items kept per shard and minute by the global summaries (same value everywhere)"}),
+	}
+}
+
 func kFlag(usage string) cli.Flag {
 	return altsrc.NewIntFlag(&cli.IntFlag{Name: "k", EnvVars: []string{"TOPK_K"}, Value: DefaultK, Usage: usage})
 }
@@ -140,7 +150,36 @@ func openStore(c *cli.Context) (*store.Store, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return store.New(client, keys.New(c.String("prefix")), window.Hour, store.Options{}), client.Close, nil
+	global, err := globalOptions(c, client)
+	if err != nil {
+		client.Close()
+		return nil, nil, err
+	}
+	return store.New(client, keys.New(c.String("prefix")), window.Hour, store.Options{Global: global}), client.Close, nil
+}
+
+// globalOptions reads the global-view flags of commands that have them,
+// resolving backend "auto" from the server's modules.
+func globalOptions(c *cli.Context, client rueidis.Client) (store.GlobalOptions, error) {
+	if !hasFlag(c, "global-backend") {
+		return store.GlobalOptions{}, nil // a reader: it never writes summaries
+	}
+	o := store.GlobalOptions{Backend: c.String("global-backend"), Shards: c.Int("global-shards"), Capacity: c.Int("global-capacity")}
+	switch o.Backend {
+	case "", "auto":
+		b, err := store.DetectGlobalBackend(c.Context, client)
+		if err != nil {
+			return o, cli.Exit(err.Error(), 1)
+		}
+		o.Backend = b
+	case store.BackendLua, store.BackendRedisBloom:
+	default:
+		return o, cli.Exit(fmt.Sprintf("--global-backend %q: want auto, lua or redisbloom", o.Backend), exitUsage)
+	}
+	if c.IsSet("global-shards") && o.Shards < 1 || c.IsSet("global-capacity") && o.Capacity < 1 {
+		return o, cli.Exit("--global-shards and --global-capacity must be positive", exitUsage)
+	}
+	return o, nil
 }
 
 // serviceAction adapts the action of a long-running command that needs a
@@ -158,6 +197,18 @@ func serviceAction(env *Env, fn func(c *cli.Context, st *store.Store, log *slog.
 		defer closeStore()
 		return fn(c, st, log)
 	}
+}
+
+// hasFlag reports whether the running command defines the flag name.
+func hasFlag(c *cli.Context, name string) bool {
+	for _, f := range c.Command.Flags {
+		for _, n := range f.Names() {
+			if n == name {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func kafkaConfig(c *cli.Context) kafka.Config {

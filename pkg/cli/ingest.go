@@ -15,6 +15,7 @@ import (
 func ingestCommand(env *Env) *cli.Command {
 	flags := []cli.Flag{brokersFlag(DefaultBrokers), topicFlag(), redisFlag(DefaultRedis), prefixFlag()}
 	flags = append(flags, ingestFlags()...)
+	flags = append(flags, globalFlags()...)
 	flags = append(flags, logFlags("info")...)
 	return withConfig(&cli.Command{
 		Name:  "ingest",

@@ -23,6 +23,7 @@ func runCommand(env *Env) *cli.Command {
 	flags := []cli.Flag{brokersFlag(""), redisFlag(""), topicFlag(), prefixFlag()}
 	flags = append(flags, ingestFlags()...)
 	flags = append(flags, scheduleFlags()...)
+	flags = append(flags, globalFlags()...)
 	flags = append(flags, trafficFlags(20_000)...)
 	flags = append(flags,
 		&cli.DurationFlag{Name: "duration", Usage: "stop after this long (0: until interrupted)"},

@@ -12,6 +12,7 @@ import (
 func scheduleCommand(env *Env) *cli.Command {
 	flags := []cli.Flag{redisFlag(DefaultRedis), prefixFlag()}
 	flags = append(flags, scheduleFlags()...)
+	flags = append(flags, globalFlags()...)
 	flags = append(flags, logFlags("info")...)
 	return withConfig(&cli.Command{
 		Name:  "schedule",

@@ -10,6 +10,16 @@
 //	topk:{w:<ws>}:top:1h:meta       HASH  computed_at, window_start, window_end, k
 //	topk:workspaces                 ZSET  member=raw workspace id, score=last active unix minute
 //
+// and for the global (cross-workspace) view, whose items are GlobalItem ids:
+//
+//	topk:{g}:top:1h                 ZSET  cached global top K, score=estimated count
+//	topk:{g}:top:1h:err             HASH  item -> error bound of its count
+//	topk:{g}:top:1h:meta            HASH  computed_at, window_start, window_end, k, backend, ...
+//	topk:{g:<shard>}:ss:<minute>    ZSET  Space-Saving summary of the minute: item -> count
+//	topk:{g:<shard>}:sse:<minute>   ZSET  item -> error of its count (Space-Saving)
+//	topk:{g:<shard>}:n:<minute>     STRING events the shard counted in the minute
+//	topk:{g:<shard>}:bf:<minute>    RedisBloom TOPK summary of the minute (when the module is loaded)
+//
 // Every key of one workspace carries the same hash tag {w:<ws>}, so one Lua
 // script can touch all of them in Redis Cluster. Inside the tag the workspace
 // id is escaped (see EscapeTag) so that a '}' in the id cannot end the tag early.
@@ -95,4 +105,64 @@ func EscapeTag(ws string) string {
 		return ws
 	}
 	return tagEscaper.Replace(ws)
+}
+
+// Global builds the keys of the cached global ranking (hash tag {g}).
+func (s Space) Global() Global { return Global{base: s.prefix + ":{g}:"} }
+
+// Global builds the keys of the cached global (cross-workspace) ranking.
+type Global struct {
+	base string // "<prefix>:{g}:"
+}
+
+// Top is the cached global top-K sorted set for window.
+func (g Global) Top(window string) string { return g.base + "top:" + window }
+
+// TopErr is the hash of per-item error bounds of the cached global ranking.
+func (g Global) TopErr(window string) string { return g.base + "top:" + window + ":err" }
+
+// TopMeta is the hash describing the cached global ranking.
+func (g Global) TopMeta(window string) string { return g.base + "top:" + window + ":meta" }
+
+// GlobalShard returns the key builder of one shard of the global summaries.
+// Items are spread over shards by a hash of the item, so each shard holds
+// disjoint items and, in Redis Cluster, its own hash slot.
+func (s Space) GlobalShard(shard int) GlobalShard {
+	return GlobalShard{base: s.prefix + ":{g:" + strconv.Itoa(shard) + "}:"}
+}
+
+// GlobalShard builds the keys of one shard of the per-minute global summaries.
+type GlobalShard struct {
+	base string // "<prefix>:{g:<shard>}:"
+}
+
+// Summary is the Space-Saving summary (item -> count) of minute m.
+func (g GlobalShard) Summary(m int64) string { return g.base + "ss:" + strconv.FormatInt(m, 10) }
+
+// Errors is the Space-Saving error (item -> error) of minute m.
+func (g GlobalShard) Errors(m int64) string { return g.base + "sse:" + strconv.FormatInt(m, 10) }
+
+// Events is the number of events the shard counted in minute m.
+func (g GlobalShard) Events(m int64) string { return g.base + "n:" + strconv.FormatInt(m, 10) }
+
+// Bloom is the RedisBloom TOPK summary of minute m.
+func (g GlobalShard) Bloom(m int64) string { return g.base + "bf:" + strconv.FormatInt(m, 10) }
+
+// UnionScratch and UnionErrScratch are where the union script sums a
+// window's summaries; it deletes them before returning.
+func (g GlobalShard) UnionScratch() string    { return g.base + "u" }
+func (g GlobalShard) UnionErrScratch() string { return g.base + "ue" }
+
+// itemEscaper percent-encodes the bytes that would make a global item id
+// ambiguous: '/' (the separator) and '%' (the escape byte).
+var itemEscaper = strings.NewReplacer("%", "%25", "/", "%2F")
+
+// GlobalItem is the id of a channel in the global view: the workspace id
+// with '%' and '/' percent-encoded, a '/', then the channel id unchanged.
+// Everything up to the first '/' is the (escaped) workspace.
+func GlobalItem(ws, ch string) string {
+	if strings.ContainsAny(ws, "%/") {
+		ws = itemEscaper.Replace(ws)
+	}
+	return ws + "/" + ch
 }

@@ -1,7 +1,8 @@
 // Package scheduler keeps the cached rankings fresh: on every tick it runs
 // the refresh script for each workspace in the workspace index, so the cache
 // always reflects the window ending at the tick, and empties when the window
-// does. It needs no cleanup job: minute buckets expire by TTL, and a
+// does; then it merges the global view's summaries into the cached global
+// ranking. It needs no cleanup job: minute buckets expire by TTL, and a
 // workspace leaves the index after one last refresh that empties its cache.
 //
 // Running two schedulers is safe (each refresh is idempotent), only wasteful.
@@ -112,6 +113,9 @@ func (s *Scheduler) Tick(ctx context.Context) (TickStats, error) {
 		if err := s.p.Store.ForgetBefore(ctx, first); err != nil {
 			return TickStats{}, fmt.Errorf("scheduler.tick: %w", err)
 		}
+	}
+	if err := s.p.Store.RefreshGlobal(ctx, now, s.p.K); err != nil {
+		return TickStats{}, fmt.Errorf("scheduler.tick: %w", err)
 	}
 	return TickStats{Refreshed: len(ids), Forgotten: forgotten, Took: time.Since(began)}, nil
 }

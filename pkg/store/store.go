@@ -42,6 +42,8 @@ type Options struct {
 	// pipelines concurrent calls on one connection, so this is also the
 	// pipeline depth.
 	ParallelCalls int
+	// Global configures the global (cross-workspace) view; see global.go.
+	Global GlobalOptions
 }
 
 // Store reads and writes topk's keys in one Redis (single server or cluster).
@@ -61,6 +63,7 @@ func New(c rueidis.Client, ks keys.Space, w window.Window, opts Options) *Store 
 	if opts.ParallelCalls <= 0 {
 		opts.ParallelCalls = DefaultParallelCalls
 	}
+	opts.Global = opts.Global.withDefaults()
 	return &Store{c: c, keys: ks, win: w, cluster: c.Mode() == rueidis.ClientModeCluster, opts: opts}
 }
 
@@ -95,13 +98,24 @@ func (c Counts) Add(ws string, m int64, ch string, n int64) {
 type Batch struct {
 	index     []ActiveWorkspace // the index entries this batch raises
 	indexDone bool
-	calls     []scriptCall
+	calls     []call
 	done      []bool
 }
 
+// call is one atomic unit of a batch: a script call, or (RedisBloom) a
+// pipeline of module commands.
+type call interface {
+	exec(ctx context.Context, c rueidis.Client) error
+}
+
 type scriptCall struct {
-	keys []string
-	args []string
+	script *lua.Script
+	keys   []string
+	args   []string
+}
+
+func (sc *scriptCall) exec(ctx context.Context, c rueidis.Client) error {
+	return sc.script.Exec(ctx, c, sc.keys, sc.args).Error()
 }
 
 // Pending reports how many Redis calls of the batch are not yet acknowledged.
@@ -118,16 +132,17 @@ func (b *Batch) Pending() int {
 	return n
 }
 
-// Prepare turns counts into script calls. On a cluster each call carries the
-// keys of one workspace only (one hash slot); on a single server a call may
-// mix workspaces, which keeps the number of calls per flush small.
+// Prepare turns counts into calls: the per-workspace minute buckets, and
+// the global view's per-minute summaries. On a cluster each call carries the
+// keys of one hash slot only; on a single server a workspace call may mix
+// workspaces, which keeps the number of calls per flush small.
 func (s *Store) Prepare(counts Counts) *Batch {
 	b := &Batch{}
 	var cur *scriptCall
 	pairs := 0
 	startCall := func() {
-		b.calls = append(b.calls, scriptCall{})
-		cur = &b.calls[len(b.calls)-1]
+		cur = &scriptCall{script: lua.Ingest}
+		b.calls = append(b.calls, cur)
 		pairs = 0
 	}
 	for ws, byMinute := range counts {
@@ -160,9 +175,7 @@ func (s *Store) Prepare(counts Counts) *Batch {
 		}
 		b.index = append(b.index, ActiveWorkspace{ID: ws, LastMinute: last})
 	}
-	if len(b.calls) > 0 && len(b.calls[len(b.calls)-1].keys) == 0 {
-		b.calls = b.calls[:len(b.calls)-1]
-	}
+	b.calls = append(b.calls, s.prepareGlobal(counts)...)
 	b.done = make([]bool, len(b.calls))
 	b.indexDone = len(b.index) == 0
 	return b
@@ -190,8 +203,7 @@ func (s *Store) Apply(ctx context.Context, b *Batch) error {
 		if b.done[i] {
 			return
 		}
-		c := b.calls[i]
-		err := lua.Ingest.Exec(ctx, s.c, c.keys, c.args).Error()
+		err := b.calls[i].exec(ctx, s.c)
 		mu.Lock()
 		defer mu.Unlock()
 		if err != nil {
@@ -204,7 +216,7 @@ func (s *Store) Apply(ctx context.Context, b *Batch) error {
 		b.done[i] = true
 	})
 	if firstErr != nil {
-		return fmt.Errorf("store.apply: %d of %d ingest calls failed: %w", failed, len(b.calls), firstErr)
+		return fmt.Errorf("store.apply: %d of %d calls failed: %w", failed, len(b.calls), firstErr)
 	}
 	return nil
 }

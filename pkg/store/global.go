@@ -1,0 +1,528 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/topk-dev/topk/lua"
+	"github.com/topk-dev/topk/pkg/keys"
+)
+
+// The global view ranks channels across all workspaces. Exact counts would
+// need memory for every channel ever active, so each minute keeps a bounded
+// summary of its heaviest items per shard instead, fed by the same flush that
+// bumps the workspace buckets, and the scheduler merges a window's summaries.
+// Two backends keep the summaries:
+//
+//   - BackendLua: a Space-Saving summary (Metwally et al. 2005) in two sorted
+//     sets per shard and minute (global_add.lua). Each count carries its
+//     error, so every cached item has an error bound, and the result says
+//     which items are guaranteed to belong to the true top K.
+//   - BackendRedisBloom: RedisBloom's TOPK (HeavyKeeper) when the server has
+//     the module. It gives estimates without error bounds.
+//
+// Items are spread over shards by FNV-1a of the item id, so shards hold
+// disjoint items (merging them is exact up to each shard's own error) and,
+// in Redis Cluster, live in different slots.
+
+// Global view backends.
+const (
+	BackendLua        = "lua"
+	BackendRedisBloom = "redisbloom"
+)
+
+// Defaults of GlobalOptions.
+const (
+	DefaultGlobalShards   = 4
+	DefaultGlobalCapacity = 2000
+	DefaultBloomWidth     = 8
+	DefaultBloomDepth     = 7
+	DefaultBloomDecay     = 0.9
+)
+
+// GlobalOptions configures the global view.
+type GlobalOptions struct {
+	// Backend is BackendLua or BackendRedisBloom; empty means BackendLua.
+	// DetectGlobalBackend picks one from the server's modules.
+	Backend string
+	// Shards is the number of shards the items are spread over.
+	Shards int
+	// Capacity is m, the items each shard's summary of one minute keeps.
+	// The global top K is computed over Shards*Capacity candidates a minute.
+	Capacity int
+	// BloomWidth, BloomDepth and BloomDecay are TOPK.RESERVE's parameters
+	// (BackendRedisBloom only); its k is Capacity.
+	BloomWidth int
+	BloomDepth int
+	BloomDecay float64
+}
+
+func (o GlobalOptions) withDefaults() GlobalOptions {
+	if o.Backend == "" {
+		o.Backend = BackendLua
+	}
+	if o.Shards <= 0 {
+		o.Shards = DefaultGlobalShards
+	}
+	if o.Capacity <= 0 {
+		o.Capacity = DefaultGlobalCapacity
+	}
+	if o.BloomWidth <= 0 {
+		o.BloomWidth = DefaultBloomWidth
+	}
+	if o.BloomDepth <= 0 {
+		o.BloomDepth = DefaultBloomDepth
+	}
+	if o.BloomDecay <= 0 {
+		o.BloomDecay = DefaultBloomDecay
+	}
+	return o
+}
+
+// DetectGlobalBackend returns BackendRedisBloom when the server has the
+// RedisBloom module loaded (MODULE LIST names "bf"), else BackendLua. On a
+// cluster it asks one node: a cluster's nodes run the same modules.
+func DetectGlobalBackend(ctx context.Context, c rueidis.Client) (string, error) {
+	mods, err := c.Do(ctx, c.B().ModuleList().Build()).ToArray()
+	if err != nil {
+		return "", fmt.Errorf("store.detect_backend: MODULE LIST: %w", err)
+	}
+	for _, m := range mods {
+		fields, err := m.AsStrMap()
+		if err != nil {
+			return "", fmt.Errorf("store.detect_backend: %w: MODULE LIST entry", ErrBadReply)
+		}
+		if strings.EqualFold(fields["name"], "bf") {
+			return BackendRedisBloom, nil
+		}
+	}
+	return BackendLua, nil
+}
+
+// GlobalBackend returns the backend in use.
+func (s *Store) GlobalBackend() string { return s.opts.Global.Backend }
+
+// shardOf spreads items over the global shards.
+func (s *Store) shardOf(item string) int {
+	h := fnv.New32a()
+	h.Write([]byte(item))
+	return int(h.Sum32() % uint32(s.opts.Global.Shards))
+}
+
+type weighted struct {
+	item string
+	n    int64
+}
+
+// prepareGlobal groups a flush's counts by shard and minute and turns them
+// into one call per shard (split by MaxPairsPerCall), each in one hash slot.
+func (s *Store) prepareGlobal(counts Counts) []call {
+	byShard := make([]map[int64][]weighted, s.opts.Global.Shards)
+	for ws, byMinute := range counts {
+		for m, byChannel := range byMinute {
+			for ch, n := range byChannel {
+				item := keys.GlobalItem(ws, ch)
+				sh := s.shardOf(item)
+				if byShard[sh] == nil {
+					byShard[sh] = map[int64][]weighted{}
+				}
+				byShard[sh][m] = append(byShard[sh][m], weighted{item, n})
+			}
+		}
+	}
+	var calls []call
+	for sh, byMinute := range byShard {
+		gk := s.keys.GlobalShard(sh)
+		for m, items := range byMinute {
+			if s.opts.Global.Backend == BackendRedisBloom {
+				calls = append(calls, s.bloomAdd(gk, m, items))
+				continue
+			}
+			calls = append(calls, s.spaceSavingAdd(gk, m, items)...)
+		}
+	}
+	return calls
+}
+
+// spaceSavingAdd builds global_add.lua calls for one shard and minute.
+func (s *Store) spaceSavingAdd(gk keys.GlobalShard, m int64, items []weighted) []call {
+	var calls []call
+	capacity := strconv.Itoa(s.opts.Global.Capacity)
+	expire := strconv.FormatInt(s.win.ExpireAt(m), 10)
+	for len(items) > 0 {
+		part := items[:min(len(items), s.opts.MaxPairsPerCall)]
+		items = items[len(part):]
+		c := &scriptCall{
+			script: lua.GlobalAdd,
+			keys:   []string{gk.Summary(m), gk.Errors(m), gk.Events(m)},
+			args:   make([]string, 0, 3+2*len(part)),
+		}
+		c.args = append(c.args, capacity, expire, strconv.Itoa(len(part)))
+		for _, w := range part {
+			c.args = append(c.args, w.item, strconv.FormatInt(w.n, 10))
+		}
+		calls = append(calls, c)
+	}
+	return calls
+}
+
+// bloomCall is one pipeline of RedisBloom commands. Commands are built
+// afresh for every attempt, as rueidis recycles a command once sent.
+type bloomCall func(c rueidis.Client) rueidis.Commands
+
+func (bc bloomCall) exec(ctx context.Context, c rueidis.Client) error {
+	for i, r := range c.DoMulti(ctx, bc(c)...) {
+		err := r.Error()
+		// The first command reserves the summary; it fails once it exists.
+		if i == 0 && err != nil && strings.Contains(err.Error(), "exists") {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bloomAdd builds the RedisBloom pipeline for one shard and minute:
+// TOPK.RESERVE (refused once the key exists), TOPK.INCRBY, the event count,
+// and the expiry of both keys.
+func (s *Store) bloomAdd(gk keys.GlobalShard, m int64, items []weighted) call {
+	o := s.opts.Global
+	expire := s.win.ExpireAt(m)
+	var total int64
+	for _, w := range items {
+		total += w.n
+	}
+	return bloomCall(func(c rueidis.Client) rueidis.Commands {
+		incr := c.B().TopkIncrby().Key(gk.Bloom(m)).Item(items[0].item).Increment(items[0].n)
+		for _, w := range items[1:] {
+			incr = incr.Item(w.item).Increment(w.n)
+		}
+		return rueidis.Commands{
+			c.B().TopkReserve().Key(gk.Bloom(m)).Topk(int64(o.Capacity)).Width(int64(o.BloomWidth)).Depth(int64(o.BloomDepth)).Decay(o.BloomDecay).Build(),
+			incr.Build(),
+			c.B().Expireat().Key(gk.Bloom(m)).Timestamp(expire).Build(),
+			c.B().Incrby().Key(gk.Events(m)).Increment(total).Build(),
+			c.B().Expireat().Key(gk.Events(m)).Timestamp(expire).Build(),
+		}
+	})
+}
+
+// GlobalEntry is one item of the global ranking.
+type GlobalEntry struct {
+	Rank int    `json:"rank"`
+	ID   string `json:"id"` // keys.GlobalItem: "<escaped workspace>/<channel>"
+	// Count is the estimated number of events in the window.
+	Count int64 `json:"count"`
+	// Err bounds the estimate: the true count is within [Count-Err, Count+Err].
+	// -1 means unknown (BackendRedisBloom).
+	Err int64 `json:"error"`
+	// Guaranteed is true when the item is certainly in the true top K.
+	Guaranteed bool `json:"guaranteed"`
+}
+
+// GlobalResult is the cached global ranking with its metadata.
+type GlobalResult struct {
+	Entries     []GlobalEntry `json:"entries"`
+	K           int           `json:"k"`
+	ComputedAt  time.Time     `json:"computed_at"`
+	WindowStart time.Time     `json:"window_start"`
+	WindowEnd   time.Time     `json:"window_end"`
+	Backend     string        `json:"backend"`
+	// Events is the number of events counted in the window.
+	Events int64 `json:"events"`
+	// ErrorBound is the largest Err of the entries (-1: unknown).
+	ErrorBound int64 `json:"error_bound"`
+	// Capacity and Shards describe the summaries (items per shard and minute).
+	Capacity int `json:"capacity"`
+	Shards   int `json:"shards"`
+}
+
+// candidate is an item returned by one shard's union.
+type candidate struct {
+	item     string
+	count    int64
+	err      int64 // Space-Saving error summed over the window; -1 unknown
+	minsum   int64 // the shard's bound for minutes where the item is absent
+	shard    int
+	selected bool
+}
+
+type shardUnion struct {
+	minsum int64
+	events int64
+	cands  []candidate
+}
+
+// RefreshGlobal merges the window's summaries of every shard into the global
+// top k and replaces the cached global ranking atomically.
+func (s *Store) RefreshGlobal(ctx context.Context, now time.Time, k int) error {
+	buckets := s.win.Buckets(now)
+	unions := make([]shardUnion, s.opts.Global.Shards)
+	errs := make([]error, s.opts.Global.Shards)
+	s.parallel(s.opts.Global.Shards, func(sh int) {
+		if s.opts.Global.Backend == BackendRedisBloom {
+			unions[sh], errs[sh] = s.bloomUnion(ctx, sh, buckets, k+1)
+		} else {
+			unions[sh], errs[sh] = s.spaceSavingUnion(ctx, sh, buckets, k+1)
+		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("store.refresh_global: %w", err)
+	}
+	res := mergeShards(unions, k)
+	res.Backend = s.opts.Global.Backend
+	res.Capacity = s.opts.Global.Capacity
+	res.Shards = s.opts.Global.Shards
+	res.ComputedAt = now
+	res.WindowStart = time.Unix(buckets[0]*60, 0)
+	res.WindowEnd = now
+	return s.cacheGlobal(ctx, res)
+}
+
+// spaceSavingUnion runs global_union.lua over one shard's window.
+func (s *Store) spaceSavingUnion(ctx context.Context, sh int, buckets []int64, c int) (shardUnion, error) {
+	gk := s.keys.GlobalShard(sh)
+	ks := make([]string, 0, 2+3*len(buckets))
+	ks = append(ks, gk.UnionScratch(), gk.UnionErrScratch())
+	for _, m := range buckets {
+		ks = append(ks, gk.Summary(m))
+	}
+	for _, m := range buckets {
+		ks = append(ks, gk.Errors(m))
+	}
+	for _, m := range buckets {
+		ks = append(ks, gk.Events(m))
+	}
+	reply, err := lua.GlobalUnion.Exec(ctx, s.c, ks, []string{strconv.Itoa(s.opts.Global.Capacity), strconv.Itoa(c)}).AsStrSlice()
+	if err != nil {
+		return shardUnion{}, fmt.Errorf("shard %d: %w", sh, err)
+	}
+	if len(reply) < 2 || (len(reply)-2)%3 != 0 {
+		return shardUnion{}, fmt.Errorf("shard %d: %w: %d values from global_union", sh, ErrBadReply, len(reply))
+	}
+	num := func(v string) int64 {
+		f, perr := strconv.ParseFloat(v, 64)
+		if perr != nil && err == nil {
+			err = fmt.Errorf("shard %d: %w: number %q", sh, ErrBadReply, v)
+		}
+		return int64(f)
+	}
+	u := shardUnion{minsum: num(reply[0]), events: num(reply[1])}
+	for i := 2; i < len(reply); i += 3 {
+		u.cands = append(u.cands, candidate{item: reply[i], count: num(reply[i+1]), err: num(reply[i+2]), minsum: u.minsum, shard: sh})
+	}
+	return u, err
+}
+
+// bloomUnion reads one shard's window of RedisBloom summaries and sums them
+// in Go. HeavyKeeper gives no error bounds, so Err is unknown (-1).
+func (s *Store) bloomUnion(ctx context.Context, sh int, buckets []int64, c int) (shardUnion, error) {
+	gk := s.keys.GlobalShard(sh)
+	cmds := make(rueidis.Commands, 0, 2*len(buckets))
+	for _, m := range buckets {
+		cmds = append(cmds, s.c.B().TopkList().Key(gk.Bloom(m)).Withcount().Build())
+	}
+	for _, m := range buckets {
+		cmds = append(cmds, s.c.B().Get().Key(gk.Events(m)).Build())
+	}
+	sums := map[string]int64{}
+	var u shardUnion
+	for i, r := range s.c.DoMulti(ctx, cmds...) {
+		if i >= len(buckets) { // event counts
+			n, err := r.AsInt64()
+			if err != nil && !rueidis.IsRedisNil(err) {
+				return shardUnion{}, fmt.Errorf("shard %d: %w", sh, err)
+			}
+			u.events += n
+			continue
+		}
+		list, err := r.ToArray()
+		if err != nil {
+			if strings.Contains(err.Error(), "does not exist") || rueidis.IsRedisNil(err) {
+				continue // no events in that minute
+			}
+			return shardUnion{}, fmt.Errorf("shard %d: %w", sh, err)
+		}
+		for j := 0; j+1 < len(list); j += 2 {
+			item, err1 := list[j].ToString()
+			n, err2 := list[j+1].AsInt64()
+			if err1 != nil || err2 != nil {
+				return shardUnion{}, fmt.Errorf("shard %d: %w: TOPK.LIST entry", sh, ErrBadReply)
+			}
+			sums[item] += n
+		}
+	}
+	for item, n := range sums {
+		u.cands = append(u.cands, candidate{item: item, count: n, err: -1, shard: sh})
+	}
+	sortCandidates(u.cands)
+	if len(u.cands) > c {
+		u.cands = u.cands[:c]
+	}
+	return u, nil
+}
+
+// sortCandidates orders by count descending, then id descending: the order
+// of the cached sorted set under ZREVRANGE.
+func sortCandidates(cs []candidate) {
+	sort.Slice(cs, func(i, j int) bool {
+		if cs[i].count != cs[j].count {
+			return cs[i].count > cs[j].count
+		}
+		return cs[i].item > cs[j].item
+	})
+}
+
+// mergeShards picks the global top k from the shards' candidates. Shards
+// hold disjoint items, so the merge adds no error. An item is guaranteed to
+// be in the true top k when its lowest possible count (count - err) is at
+// least the highest possible count of every item left out: for each shard,
+// its best candidate not selected (or, if all were, nothing better than the
+// last one returned) plus the shard's bound for unmonitored minutes.
+func mergeShards(unions []shardUnion, k int) GlobalResult {
+	var all []candidate
+	var res GlobalResult
+	for _, u := range unions {
+		all = append(all, u.cands...)
+		res.Events += u.events
+	}
+	sortCandidates(all)
+	selected := all[:min(k, len(all))]
+	for i := range selected {
+		selected[i].selected = true
+	}
+	// The highest possible count of anything not selected, per shard.
+	threshold := int64(0)
+	known := true
+	for sh, u := range unions {
+		best := int64(0)
+		for _, c := range all {
+			if c.shard == sh && !c.selected {
+				best = c.count
+				break
+			}
+		}
+		threshold = max(threshold, best+u.minsum)
+	}
+	res.K = k
+	for i, c := range selected {
+		e := GlobalEntry{Rank: i + 1, ID: c.item, Count: c.count, Err: -1}
+		if c.err >= 0 {
+			e.Err = max(c.err, c.minsum)
+			e.Guaranteed = c.count-c.err >= threshold
+		} else {
+			known = false
+		}
+		res.ErrorBound = max(res.ErrorBound, e.Err)
+		res.Entries = append(res.Entries, e)
+	}
+	if !known {
+		res.ErrorBound = -1
+	}
+	return res
+}
+
+// cacheGlobal writes res over the cached global ranking in one script.
+func (s *Store) cacheGlobal(ctx context.Context, res GlobalResult) error {
+	g := s.keys.Global()
+	ttl := strconv.FormatInt(int64((s.win.Span()+s.win.Grace)/time.Second), 10)
+	meta := []string{
+		"computed_at", strconv.FormatInt(res.ComputedAt.UnixMilli(), 10),
+		"window_start", strconv.FormatInt(res.WindowStart.UnixMilli(), 10),
+		"window_end", strconv.FormatInt(res.WindowEnd.UnixMilli(), 10),
+		"k", strconv.Itoa(res.K),
+		"backend", res.Backend,
+		"events", strconv.FormatInt(res.Events, 10),
+		"error_bound", strconv.FormatInt(res.ErrorBound, 10),
+		"capacity", strconv.Itoa(res.Capacity),
+		"shards", strconv.Itoa(res.Shards),
+	}
+	args := make([]string, 0, 2+len(meta)+3*len(res.Entries))
+	args = append(args, ttl, strconv.Itoa(len(meta)/2))
+	args = append(args, meta...)
+	for _, e := range res.Entries {
+		args = append(args, e.ID, strconv.FormatInt(e.Count, 10), errField(e))
+	}
+	if err := lua.GlobalCache.Exec(ctx, s.c, []string{g.Top(keys.Window1h), g.TopErr(keys.Window1h), g.TopMeta(keys.Window1h)}, args).Error(); err != nil {
+		return fmt.Errorf("store.cache_global: %w", err)
+	}
+	return nil
+}
+
+// errField encodes an entry's bound for the :err hash: "<err>" or
+// "<err>!" when the entry is guaranteed to be in the true top K.
+func errField(e GlobalEntry) string {
+	v := strconv.FormatInt(e.Err, 10)
+	if e.Guaranteed {
+		v += "!"
+	}
+	return v
+}
+
+// ReadGlobal reads the cached global top n (n <= 0: all) in one MULTI/EXEC.
+func (s *Store) ReadGlobal(ctx context.Context, n int) (GlobalResult, error) {
+	g := s.keys.Global()
+	stop := int64(n) - 1
+	if n <= 0 {
+		stop = -1
+	}
+	resp := s.c.DoMulti(ctx,
+		s.c.B().Multi().Build(),
+		s.c.B().Hgetall().Key(g.TopMeta(keys.Window1h)).Build(),
+		s.c.B().Zrange().Key(g.Top(keys.Window1h)).Min("0").Max(strconv.FormatInt(stop, 10)).Rev().Withscores().Build(),
+		s.c.B().Hgetall().Key(g.TopErr(keys.Window1h)).Build(),
+		s.c.B().Exec().Build(),
+	)
+	for _, r := range resp {
+		if err := r.Error(); err != nil {
+			return GlobalResult{}, fmt.Errorf("store.read_global: %w", err)
+		}
+	}
+	replies, err := resp[4].ToArray()
+	if err != nil || len(replies) != 3 {
+		return GlobalResult{}, fmt.Errorf("store.read_global: %w: EXEC reply %v", ErrBadReply, err)
+	}
+	meta, err := replies[0].AsStrMap()
+	if err != nil {
+		return GlobalResult{}, fmt.Errorf("store.read_global: meta: %w", err)
+	}
+	if len(meta) == 0 {
+		return GlobalResult{}, fmt.Errorf("global ranking: %w", ErrNoResult)
+	}
+	base, err := decodeMeta(meta)
+	if err != nil {
+		return GlobalResult{}, fmt.Errorf("store.read_global: %w", err)
+	}
+	res := GlobalResult{K: base.K, ComputedAt: base.ComputedAt, WindowStart: base.WindowStart, WindowEnd: base.WindowEnd, Backend: meta["backend"]}
+	res.Events, _ = strconv.ParseInt(meta["events"], 10, 64)
+	res.ErrorBound, _ = strconv.ParseInt(meta["error_bound"], 10, 64)
+	res.Capacity, _ = strconv.Atoi(meta["capacity"])
+	res.Shards, _ = strconv.Atoi(meta["shards"])
+	zs, err := replies[1].AsZScores()
+	if err != nil {
+		return GlobalResult{}, fmt.Errorf("store.read_global: ranking: %w", err)
+	}
+	errs, err := replies[2].AsStrMap()
+	if err != nil {
+		return GlobalResult{}, fmt.Errorf("store.read_global: errors: %w", err)
+	}
+	for i, z := range zs {
+		e := GlobalEntry{Rank: i + 1, ID: z.Member, Count: int64(z.Score), Err: -1}
+		if v, ok := errs[z.Member]; ok {
+			e.Guaranteed = strings.HasSuffix(v, "!")
+			e.Err, _ = strconv.ParseInt(strings.TrimSuffix(v, "!"), 10, 64)
+		}
+		res.Entries = append(res.Entries, e)
+	}
+	return res, nil
+}
