@@ -1,0 +1,233 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/topk-dev/topk/lua"
+	"github.com/topk-dev/topk/pkg/internal/testenv"
+	"github.com/topk-dev/topk/pkg/keys"
+	"github.com/topk-dev/topk/pkg/sketch"
+	"github.com/topk-dev/topk/pkg/store"
+	"github.com/topk-dev/topk/pkg/window"
+)
+
+// TestSpaceSavingLuaMatchesGo feeds the same weighted stream to the Lua
+// summary (global_add.lua) and to the Go reference (sketch.SpaceSaving):
+// counts, errors, totals and evictions must be identical.
+func TestSpaceSavingLuaMatchesGo(t *testing.T) {
+	ctx := context.Background()
+	r := testenv.Redis(t)
+	c := testenv.Client(t, r.Addr())
+	for _, tc := range []struct {
+		m, universe, updates int
+		maxWeight            int64
+	}{
+		{1, 10, 200, 1},
+		{5, 50, 2000, 1},
+		{20, 500, 5000, 20},
+		{100, 5000, 20000, 5},
+	} {
+		t.Run(fmt.Sprintf("m=%d/universe=%d/w<=%d", tc.m, tc.universe, tc.maxWeight), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(tc.m), uint64(tc.universe)))
+			gk := keys.New("t" + strconv.Itoa(tc.m)).GlobalShard(0)
+			ks := []string{gk.Summary(1), gk.Errors(1), gk.Events(1)}
+			ref, err := sketch.NewSpaceSaving(tc.m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Send in chunks of random size, as flushes would.
+			for sent := 0; sent < tc.updates; {
+				n := min(1+rng.IntN(300), tc.updates-sent)
+				args := []string{strconv.Itoa(tc.m), "4102444800", strconv.Itoa(n)}
+				for i := 0; i < n; i++ {
+					// skewed: low ids far more often
+					item := fmt.Sprintf("i%d", rng.IntN(1+rng.IntN(tc.universe)))
+					w := 1 + rng.Int64N(tc.maxWeight)
+					ref.Add(item, w)
+					args = append(args, item, strconv.FormatInt(w, 10))
+				}
+				if err := lua.GlobalAdd.Exec(ctx, c, ks, args).Error(); err != nil {
+					t.Fatal(err)
+				}
+				sent += n
+			}
+			got, err := c.Do(ctx, c.B().Zrange().Key(ks[0]).Min("0").Max("-1").Rev().Withscores().Build()).AsZScores()
+			if err != nil {
+				t.Fatal(err)
+			}
+			errs, err := c.Do(ctx, c.B().Zrange().Key(ks[1]).Min("0").Max("-1").Withscores().Build()).AsZScores()
+			if err != nil {
+				t.Fatal(err)
+			}
+			errOf := map[string]int64{}
+			for _, z := range errs {
+				errOf[z.Member] = int64(z.Score)
+			}
+			want := ref.Entries()
+			if len(got) != len(want) {
+				t.Fatalf("Lua keeps %d items, Go %d", len(got), len(want))
+			}
+			for i, e := range want {
+				if got[i].Member != e.ID || int64(got[i].Score) != e.Count || errOf[e.ID] != e.Err {
+					t.Fatalf("entry %d: Lua %s %v err %d, Go %s %d err %d", i, got[i].Member, got[i].Score, errOf[got[i].Member], e.ID, e.Count, e.Err)
+				}
+			}
+			if len(errOf) > len(want) {
+				t.Fatalf("error set holds %d items, summary %d: evicted items left behind", len(errOf), len(want))
+			}
+			total, err := c.Do(ctx, c.B().Get().Key(ks[2]).Build()).AsInt64()
+			if err != nil || total != ref.Total() {
+				t.Fatalf("events %d (%v), want %d", total, err, ref.Total())
+			}
+		})
+	}
+}
+
+// globalTruth counts events per global item, inside the window.
+type globalTruth map[string]int64
+
+func applyRandom(t *testing.T, st *store.Store, rng *rand.Rand, now time.Time, events, workspaces, channels int) globalTruth {
+	t.Helper()
+	truth := globalTruth{}
+	m0 := window.Minute(now)
+	for flush := 0; flush < 10; flush++ {
+		counts := store.Counts{}
+		for i := 0; i < events/10; i++ {
+			ws := fmt.Sprintf("w/%d", rng.IntN(1+rng.IntN(workspaces))) // '/' in ids is escaped in items
+			ch := fmt.Sprintf("c%d", rng.IntN(1+rng.IntN(channels)))
+			m := m0 - int64(rng.IntN(60))
+			counts.Add(ws, m, ch, 1)
+			truth[keys.GlobalItem(ws, ch)]++
+		}
+		if err := st.Apply(context.Background(), st.Prepare(counts)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return truth
+}
+
+// TestGlobalExactWhenSummariesHoldEverything: with fewer distinct items a
+// minute than the capacity nothing is evicted, so the global ranking is
+// exact, every error bound is 0 and every entry is guaranteed.
+func TestGlobalExactWhenSummariesHoldEverything(t *testing.T) {
+	ctx := context.Background()
+	st, _ := newStore(t, store.Options{Global: store.GlobalOptions{Shards: 3, Capacity: 1000}})
+	now := time.Now()
+	truth := applyRandom(t, st, rand.New(rand.NewPCG(5, 6)), now, 20_000, 8, 30)
+	if err := st.RefreshGlobal(ctx, now, 10); err != nil {
+		t.Fatal(err)
+	}
+	res, err := st.ReadGlobal(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := testenv.ExactTop(truth, 10)
+	if len(res.Entries) != len(want) {
+		t.Fatalf("%d entries, want %d", len(res.Entries), len(want))
+	}
+	for i, e := range res.Entries {
+		if e.ID != want[i].ID || e.Count != want[i].Count || e.Err != 0 || !e.Guaranteed {
+			t.Fatalf("entry %d = %+v, want %+v exact and guaranteed", i, e, want[i])
+		}
+	}
+	if res.Events != 20_000 || res.ErrorBound != 0 || res.Backend != store.BackendLua || res.Shards != 3 || res.Capacity != 1000 {
+		t.Fatalf("meta = %+v", res)
+	}
+}
+
+// TestGlobalErrorBoundsHold: with summaries far smaller than the number of
+// items, every reported count is within its error bound of the truth, and
+// every entry flagged guaranteed is truly in the top K.
+func TestGlobalErrorBoundsHold(t *testing.T) {
+	ctx := context.Background()
+	for _, capacity := range []int{5, 20, 50, 120} {
+		t.Run(fmt.Sprintf("capacity=%d", capacity), func(t *testing.T) {
+			st, _ := newStore(t, store.Options{Global: store.GlobalOptions{Shards: 2, Capacity: capacity}})
+			now := time.Now()
+			truth := applyRandom(t, st, rand.New(rand.NewPCG(uint64(capacity), 7)), now, 30_000, 20, 200)
+			const k = 10
+			if err := st.RefreshGlobal(ctx, now, k); err != nil {
+				t.Fatal(err)
+			}
+			res, err := st.ReadGlobal(ctx, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			exact := testenv.ExactTop(truth, 0)
+			cut := exact[k-1].Count // the true K-th count
+			guaranteed := 0
+			for _, e := range res.Entries {
+				tc := truth[e.ID]
+				if e.Count-e.Err > tc || e.Count+e.Err < tc {
+					t.Errorf("%s: estimate %d ± %d, true %d", e.ID, e.Count, e.Err, tc)
+				}
+				if e.Guaranteed {
+					guaranteed++
+					if tc < cut {
+						t.Errorf("%s flagged guaranteed with true count %d below the true top-%d cut %d", e.ID, tc, k, cut)
+					}
+				}
+			}
+			t.Logf("capacity %d: %d of %d entries guaranteed, error bound %d", capacity, guaranteed, len(res.Entries), res.ErrorBound)
+		})
+	}
+}
+
+// TestGlobalNoResult: before any refresh there is no global ranking.
+func TestGlobalNoResult(t *testing.T) {
+	st, _ := newStore(t, store.Options{})
+	if _, err := st.ReadGlobal(context.Background(), 10); err == nil {
+		t.Fatal("ReadGlobal before any refresh returned no error")
+	}
+}
+
+// TestGlobalGuaranteedItems: ten heavy items over a long tail that keeps the
+// summaries evicting. The heavy items are flagged guaranteed, and their error
+// bounds still hold.
+func TestGlobalGuaranteedItems(t *testing.T) {
+	ctx := context.Background()
+	st, _ := newStore(t, store.Options{Global: store.GlobalOptions{Shards: 2, Capacity: 50}})
+	now := time.Now()
+	m0 := window.Minute(now)
+	rng := rand.New(rand.NewPCG(11, 12))
+	truth := globalTruth{}
+	for minute := int64(0); minute < 60; minute++ {
+		counts := store.Counts{}
+		for i := 0; i < 10; i++ {
+			counts.Add("hot", m0-minute, fmt.Sprintf("h%d", i), int64(100-5*i))
+			truth[keys.GlobalItem("hot", fmt.Sprintf("h%d", i))] += int64(100 - 5*i)
+		}
+		for i := 0; i < 400; i++ {
+			ch := fmt.Sprintf("t%d", rng.IntN(100_000))
+			counts.Add("tail", m0-minute, ch, 1)
+			truth[keys.GlobalItem("tail", ch)]++
+		}
+		if err := st.Apply(ctx, st.Prepare(counts)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.RefreshGlobal(ctx, now, 10); err != nil {
+		t.Fatal(err)
+	}
+	res, err := st.ReadGlobal(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := testenv.ExactTop(truth, 10)
+	for i, e := range res.Entries {
+		if e.ID != want[i].ID || !e.Guaranteed {
+			t.Fatalf("entry %d = %+v, want %s guaranteed", i, e, want[i].ID)
+		}
+		if tc := truth[e.ID]; e.Count-e.Err > tc || e.Count+e.Err < tc {
+			t.Fatalf("%s: estimate %d ± %d, true %d", e.ID, e.Count, e.Err, tc)
+		}
+	}
+	if res.ErrorBound == 0 {
+		t.Fatal("the tail evicted nothing; the test is not exercising the bounds")
+	}
+}
