@@ -153,16 +153,32 @@ func (g GlobalShard) Bloom(m int64) string { return g.base + "bf:" + strconv.For
 func (g GlobalShard) UnionScratch() string    { return g.base + "u" }
 func (g GlobalShard) UnionErrScratch() string { return g.base + "ue" }
 
-// itemEscaper percent-encodes the bytes that would make a global item id
-// ambiguous: '/' (the separator) and '%' (the escape byte).
-var itemEscaper = strings.NewReplacer("%", "%25", "/", "%2F")
-
-// GlobalItem is the id of a channel in the global view: the workspace id
-// with '%' and '/' percent-encoded, a '/', then the channel id unchanged.
-// Everything up to the first '/' is the (escaped) workspace.
+// GlobalItem is the id of a channel in the global view: the workspace id, a
+// '/', then the channel id, each percent-encoded (%XX, upper-case hex) where
+// it holds '%' or a control byte (below 0x20, or 0x7f), and the workspace
+// also where it holds '/'. So the first '/' separates the two parts, the
+// mapping is reversible, and no id carries bytes that RedisBloom's replies
+// (simple strings) cannot.
 func GlobalItem(ws, ch string) string {
-	if strings.ContainsAny(ws, "%/") {
-		ws = itemEscaper.Replace(ws)
+	return escapeItemPart(ws, true) + "/" + escapeItemPart(ch, false)
+}
+
+func escapeItemPart(s string, slash bool) string {
+	const hex = "0123456789ABCDEF"
+	var b []byte // nil until the first byte that needs escaping
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '%' || c < 0x20 || c == 0x7f || (slash && c == '/') {
+			if b == nil {
+				b = append(make([]byte, 0, len(s)+8), s[:i]...)
+			}
+			b = append(b, '%', hex[c>>4], hex[c&15])
+		} else if b != nil {
+			b = append(b, c)
+		}
 	}
-	return ws + "/" + ch
+	if b == nil {
+		return s
+	}
+	return string(b)
 }

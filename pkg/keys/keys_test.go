@@ -357,3 +357,35 @@ func TestValidatePrefix(t *testing.T) {
 		}
 	}
 }
+
+func TestGlobalItem(t *testing.T) {
+	for _, tc := range []struct{ ws, ch, want string }{
+		{"w1", "c42", "w1/c42"},
+		{"a/b", "c/d", "a%2Fb/c/d"},
+		{"50%", "100%", "50%25/100%25"},
+		{"w\n", "c\x00\r", "w%0A/c%00%0D"},
+		{"{x}:y", "\x7f", "{x}:y/%7F"},
+		{"a%2Fb", "c", "a%252Fb/c"}, // not confused with the escaped "a/b"
+	} {
+		if got := keys.GlobalItem(tc.ws, tc.ch); got != tc.want {
+			t.Errorf("GlobalItem(%q, %q) = %q, want %q", tc.ws, tc.ch, got, tc.want)
+		}
+	}
+	// Injective over ids mixing the special bytes.
+	alphabet := []string{"", "a", "/", "%", "2F", "\n", "%2F"}
+	seen := map[string][2]string{}
+	for _, a := range alphabet {
+		for _, b := range alphabet {
+			for _, c := range alphabet {
+				for _, d := range alphabet {
+					ws, ch := a+b, c+d
+					item := keys.GlobalItem(ws, ch)
+					if prev, ok := seen[item]; ok && prev != [2]string{ws, ch} {
+						t.Fatalf("GlobalItem(%q, %q) = GlobalItem(%q, %q) = %q", ws, ch, prev[0], prev[1], item)
+					}
+					seen[item] = [2]string{ws, ch}
+				}
+			}
+		}
+	}
+}

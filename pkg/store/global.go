@@ -87,24 +87,23 @@ func (o GlobalOptions) withDefaults() GlobalOptions {
 	return o
 }
 
-// DetectGlobalBackend returns BackendRedisBloom when the server has the
-// RedisBloom module loaded (MODULE LIST names "bf"), else BackendLua. On a
-// cluster it asks one node: a cluster's nodes run the same modules.
+// DetectGlobalBackend returns BackendRedisBloom when the server knows
+// TOPK.RESERVE (RedisBloom is loaded), else BackendLua. It asks COMMAND INFO
+// rather than MODULE LIST: other modules call themselves "bf" too (Valkey's
+// bloom module has no TOPK commands). On a cluster it asks one node: a
+// cluster's nodes run the same modules.
 func DetectGlobalBackend(ctx context.Context, c rueidis.Client) (string, error) {
-	mods, err := c.Do(ctx, c.B().ModuleList().Build()).ToArray()
+	info, err := c.Do(ctx, c.B().CommandInfo().CommandName("TOPK.RESERVE").Build()).ToArray()
 	if err != nil {
-		return "", fmt.Errorf("store.detect_backend: MODULE LIST: %w", err)
+		return "", fmt.Errorf("store.detect_backend: COMMAND INFO TOPK.RESERVE: %w", err)
 	}
-	for _, m := range mods {
-		fields, err := m.AsStrMap()
-		if err != nil {
-			return "", fmt.Errorf("store.detect_backend: %w: MODULE LIST entry", ErrBadReply)
-		}
-		if strings.EqualFold(fields["name"], "bf") {
-			return BackendRedisBloom, nil
-		}
+	if len(info) != 1 {
+		return "", fmt.Errorf("store.detect_backend: %w: COMMAND INFO returned %d entries for one command", ErrBadReply, len(info))
 	}
-	return BackendLua, nil
+	if info[0].IsNil() {
+		return BackendLua, nil
+	}
+	return BackendRedisBloom, nil
 }
 
 // GlobalBackend returns the backend in use.
@@ -175,7 +174,9 @@ func (s *Store) spaceSavingAdd(gk keys.GlobalShard, m int64, items []weighted) [
 }
 
 // bloomCall is one pipeline of RedisBloom commands. Commands are built
-// afresh for every attempt, as rueidis recycles a command once sent.
+// afresh for every attempt, as rueidis recycles a command once sent. The
+// pipeline is not a transaction: if a command after TOPK.INCRBY fails, the
+// retry sends TOPK.INCRBY again (at-least-once, like a replayed batch).
 type bloomCall func(c rueidis.Client) rueidis.Commands
 
 func (bc bloomCall) exec(ctx context.Context, c rueidis.Client) error {
@@ -188,9 +189,20 @@ func (bc bloomCall) exec(ctx context.Context, c rueidis.Client) error {
 		if err != nil {
 			return err
 		}
+		// TOPK.INCRBY reports a refused item as an error inside its array.
+		if elems, aerr := r.ToArray(); aerr == nil {
+			for _, e := range elems {
+				if err := e.Error(); err != nil && !e.IsNil() {
+					return err
+				}
+			}
+		}
 	}
 	return nil
 }
+
+// bloomMaxIncrement is the largest increment TOPK.INCRBY accepts per item.
+const bloomMaxIncrement = 100_000
 
 // bloomAdd builds the RedisBloom pipeline for one shard and minute:
 // TOPK.RESERVE (refused once the key exists), TOPK.INCRBY, the event count,
@@ -202,10 +214,18 @@ func (s *Store) bloomAdd(gk keys.GlobalShard, m int64, items []weighted) call {
 	for _, w := range items {
 		total += w.n
 	}
+	// TOPK.INCRBY takes at most bloomMaxIncrement per item: send larger
+	// counts as several increments of the same item.
+	var pieces []weighted
+	for _, w := range items {
+		for n := w.n; n > 0; n -= min(n, bloomMaxIncrement) {
+			pieces = append(pieces, weighted{w.item, min(n, bloomMaxIncrement)})
+		}
+	}
 	return bloomCall(func(c rueidis.Client) rueidis.Commands {
-		incr := c.B().TopkIncrby().Key(gk.Bloom(m)).Item(items[0].item).Increment(items[0].n)
-		for _, w := range items[1:] {
-			incr = incr.Item(w.item).Increment(w.n)
+		incr := c.B().TopkIncrby().Key(gk.Bloom(m)).Item(pieces[0].item).Increment(pieces[0].n)
+		for _, p := range pieces[1:] {
+			incr = incr.Item(p.item).Increment(p.n)
 		}
 		return rueidis.Commands{
 			c.B().TopkReserve().Key(gk.Bloom(m)).Topk(int64(o.Capacity)).Width(int64(o.BloomWidth)).Depth(int64(o.BloomDepth)).Decay(o.BloomDecay).Build(),
@@ -279,7 +299,7 @@ func (s *Store) RefreshGlobal(ctx context.Context, now time.Time, k int) error {
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("store.refresh_global: %w", err)
 	}
-	res := mergeShards(unions, k)
+	res := mergeShards(unions, k, s.opts.Global.Backend != BackendRedisBloom)
 	res.Backend = s.opts.Global.Backend
 	res.Capacity = s.opts.Global.Capacity
 	res.Shards = s.opts.Global.Shards
@@ -389,7 +409,7 @@ func sortCandidates(cs []candidate) {
 // least the highest possible count of every item left out: for each shard,
 // its best candidate not selected (or, if all were, nothing better than the
 // last one returned) plus the shard's bound for unmonitored minutes.
-func mergeShards(unions []shardUnion, k int) GlobalResult {
+func mergeShards(unions []shardUnion, k int, errorsKnown bool) GlobalResult {
 	var all []candidate
 	var res GlobalResult
 	for _, u := range unions {
@@ -403,7 +423,6 @@ func mergeShards(unions []shardUnion, k int) GlobalResult {
 	}
 	// The highest possible count of anything not selected, per shard.
 	threshold := int64(0)
-	known := true
 	for sh, u := range unions {
 		best := int64(0)
 		for _, c := range all {
@@ -417,16 +436,14 @@ func mergeShards(unions []shardUnion, k int) GlobalResult {
 	res.K = k
 	for i, c := range selected {
 		e := GlobalEntry{Rank: i + 1, ID: c.item, Count: c.count, Err: -1}
-		if c.err >= 0 {
+		if errorsKnown {
 			e.Err = max(c.err, c.minsum)
 			e.Guaranteed = c.count-c.err >= threshold
-		} else {
-			known = false
 		}
 		res.ErrorBound = max(res.ErrorBound, e.Err)
 		res.Entries = append(res.Entries, e)
 	}
-	if !known {
+	if !errorsKnown {
 		res.ErrorBound = -1
 	}
 	return res

@@ -1,0 +1,667 @@
+package store_test
+
+// Command-level tests of the RedisBloom backend of the global view. RedisBloom
+// cannot run here, so these tests check the exact commands the store sends to
+// rueidis' mock client and how it reads the replies RedisBloom gives.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/redis/rueidis/mock"
+	"go.uber.org/mock/gomock"
+
+	"github.com/topk-dev/topk/lua"
+	"github.com/topk-dev/topk/pkg/keys"
+	"github.com/topk-dev/topk/pkg/store"
+	"github.com/topk-dev/topk/pkg/window"
+)
+
+// bloomMinute is a fixed unix minute (2025-02-19T21:20Z) so expected timestamps
+// are plain numbers.
+const bloomMinute int64 = 29_000_000
+
+// bloomOpts is the global configuration of the flush tests.
+var bloomOpts = store.GlobalOptions{Backend: store.BackendRedisBloom, Shards: 1, Capacity: 50, BloomWidth: 8, BloomDepth: 7, BloomDecay: 0.9}
+
+// newMockStore returns a Store over a mock client in standalone mode.
+func newMockStore(t *testing.T, g store.GlobalOptions) (*store.Store, *mock.Client) {
+	t.Helper()
+	c := mock.NewClient(gomock.NewController(t))
+	c.EXPECT().Mode().Return(rueidis.ClientModeStandalone).AnyTimes()
+	return store.New(c, keys.New(""), window.Hour, store.Options{Global: g}), c
+}
+
+func ok() rueidis.RedisResult { return mock.Result(mock.RedisString("OK")) }
+
+func intResult(n int64) rueidis.RedisResult { return mock.Result(mock.RedisInt64(n)) }
+
+// errReply is an error reply from the server (as opposed to a network error).
+func errReply(msg string) rueidis.RedisResult { return mock.Result(mock.RedisError(msg)) }
+
+func i64(n int64) string { return strconv.FormatInt(n, 10) }
+
+// evalsha matches an EVALSHA of script.
+func evalsha(script *lua.Script) gomock.Matcher {
+	return mock.MatchFn(func(cmd []string) bool {
+		return len(cmd) >= 2 && cmd[0] == "EVALSHA" && cmd[1] == script.SHA1
+	}, "EVALSHA of "+script.Name)
+}
+
+// pairsMatch matches "<name> <key> <member> <n> ..." (or, with scoreFirst,
+// "<name> <key> <flags...> <n> <member> ...") whose pairs, summed per member,
+// equal want, in any order.
+func pairsMatch(prefix []string, scoreFirst bool, want map[string]int64) gomock.Matcher {
+	return mock.MatchFn(func(cmd []string) bool {
+		if len(cmd) < len(prefix) || !slices.Equal(cmd[:len(prefix)], prefix) {
+			return false
+		}
+		got, err := sumPairs(cmd[len(prefix):], scoreFirst)
+		return err == nil && maps.Equal(got, want)
+	}, fmt.Sprintf("%v with pairs %v in any order", prefix, want))
+}
+
+func sumPairs(args []string, scoreFirst bool) (map[string]int64, error) {
+	if len(args)%2 != 0 {
+		return nil, fmt.Errorf("odd number of pair arguments: %q", args)
+	}
+	got := map[string]int64{}
+	for i := 0; i < len(args); i += 2 {
+		member, num := args[i], args[i+1]
+		if scoreFirst {
+			member, num = num, member
+		}
+		n, err := strconv.ParseInt(num, 10, 64)
+		if err != nil {
+			return nil, err
+		}
+		got[member] += n
+	}
+	return got, nil
+}
+
+// bloomPipeline returns the matchers of the exact pipeline one flush sends
+// for shard 0 and minute m: the TOPK.INCRBY pairs may come in any order.
+func bloomPipeline(m int64, items map[string]int64) []any {
+	gk := keys.New("").GlobalShard(0)
+	bf, n := gk.Bloom(m), gk.Events(m)
+	var total int64
+	for _, v := range items {
+		total += v
+	}
+	exp := i64(window.Hour.ExpireAt(m))
+	return []any{
+		mock.Match("TOPK.RESERVE", bf, "50", "8", "7", "0.9"),
+		pairsMatch([]string{"TOPK.INCRBY", bf}, false, items),
+		mock.Match("EXPIREAT", bf, exp),
+		mock.Match("INCRBY", n, i64(total)),
+		mock.Match("EXPIREAT", n, exp),
+	}
+}
+
+// pipelineOK is what RedisBloom answers to a first flush of a minute.
+func pipelineOK(items int, total int64) []rueidis.RedisResult {
+	incr := make([]rueidis.RedisMessage, items) // no item expelled
+	for i := range incr {
+		incr[i] = mock.RedisNil()
+	}
+	return []rueidis.RedisResult{ok(), mock.Result(mock.RedisArray(incr...)), intResult(1), intResult(total), intResult(1)}
+}
+
+func TestKeyNamesOfRedisBloomBackend(t *testing.T) {
+	gk := keys.New("").GlobalShard(0)
+	if got := gk.Bloom(bloomMinute); got != "topk:{g:0}:bf:29000000" {
+		t.Fatalf("Bloom = %q", got)
+	}
+	if got := gk.Events(bloomMinute); got != "topk:{g:0}:n:29000000" {
+		t.Fatalf("Events = %q", got)
+	}
+	if got := window.Hour.ExpireAt(bloomMinute); got != (bloomMinute+60)*60+60 {
+		t.Fatalf("ExpireAt = %d", got)
+	}
+}
+
+func TestDetectGlobalBackend(t *testing.T) {
+	str := mock.RedisBlobString
+	// COMMAND INFO answers one entry per name: the command's description,
+	// or nil for a command the server does not know.
+	topkReserve := mock.RedisArray(str("topk.reserve"), mock.RedisInt64(-3), mock.RedisArray(str("write"), str("module")), mock.RedisInt64(1), mock.RedisInt64(1), mock.RedisInt64(1))
+	for _, tc := range []struct {
+		name     string
+		reply    rueidis.RedisResult
+		want     string
+		wantErr  string
+		badReply bool
+	}{
+		{name: "redisbloom loaded", reply: mock.Result(mock.RedisArray(topkReserve)), want: store.BackendRedisBloom},
+		{name: "unknown command", reply: mock.Result(mock.RedisArray(mock.RedisNil())), want: store.BackendLua},
+		{name: "noperm", reply: errReply("NOPERM User default has no permissions to run the 'command|info' command"), wantErr: "NOPERM"},
+		{name: "network error", reply: mock.ErrorResult(errors.New("connection reset")), wantErr: "connection reset"},
+		{name: "not an array", reply: mock.Result(mock.RedisString("OK")), wantErr: "COMMAND INFO"},
+		{name: "two entries for one name", reply: mock.Result(mock.RedisArray(topkReserve, topkReserve)), wantErr: "COMMAND INFO", badReply: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := mock.NewClient(gomock.NewController(t))
+			c.EXPECT().Do(gomock.Any(), mock.Match("COMMAND", "INFO", "TOPK.RESERVE")).Return(tc.reply)
+			got, err := store.DetectGlobalBackend(context.Background(), c)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("got (%q, %v), want an error with %q", got, err, tc.wantErr)
+				}
+				if tc.badReply && !errors.Is(err, store.ErrBadReply) {
+					t.Fatalf("err = %v, want ErrBadReply", err)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("got (%q, %v), want %q", got, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestBloomFlushExactCommands checks the whole pipeline, in order, for a
+// flush of one item in one minute, and that the workspace index goes first.
+func TestBloomFlushExactCommands(t *testing.T) {
+	ctx := context.Background()
+	st, c := newMockStore(t, bloomOpts)
+	m := bloomMinute
+	counts := store.Counts{}
+	counts.Add("w1", m, "c1", 3)
+
+	index := c.EXPECT().Do(gomock.Any(), mock.Match("ZADD", "topk:workspaces", "GT", i64(m), "w1")).Return(intResult(1))
+	c.EXPECT().Do(gomock.Any(), evalsha(lua.Ingest)).Return(intResult(1)).After(index)
+	exp := i64(window.Hour.ExpireAt(m))
+	c.EXPECT().DoMulti(gomock.Any(),
+		mock.Match("TOPK.RESERVE", "topk:{g:0}:bf:29000000", "50", "8", "7", "0.9"),
+		mock.Match("TOPK.INCRBY", "topk:{g:0}:bf:29000000", "w1/c1", "3"),
+		mock.Match("EXPIREAT", "topk:{g:0}:bf:29000000", exp),
+		mock.Match("INCRBY", "topk:{g:0}:n:29000000", "3"),
+		mock.Match("EXPIREAT", "topk:{g:0}:n:29000000", exp),
+	).Return(pipelineOK(1, 3)).After(index)
+
+	if got := st.GlobalBackend(); got != store.BackendRedisBloom {
+		t.Fatalf("GlobalBackend = %q", got)
+	}
+	b := st.Prepare(counts)
+	if b.Pending() != 3 { // index, ingest script, one RedisBloom pipeline
+		t.Fatalf("pending = %d, want 3", b.Pending())
+	}
+	if err := st.Apply(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if b.Pending() != 0 {
+		t.Fatalf("pending after success = %d", b.Pending())
+	}
+	// An acknowledged batch sends nothing more (the mock refuses extra calls).
+	if err := st.Apply(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestBloomFlushManyItems flushes two workspaces (one with a '/' in its id)
+// over two minutes: one pipeline per minute, each with its own keys, items
+// "<escaped ws>/<channel>", and the minute's total.
+func TestBloomFlushManyItems(t *testing.T) {
+	ctx := context.Background()
+	st, c := newMockStore(t, bloomOpts)
+	m := bloomMinute
+	counts := store.Counts{}
+	counts.Add("w1", m, "a", 3)
+	counts.Add("w1", m, "b", 5)
+	counts.Add("w1", m-1, "a", 2)
+	counts.Add("x/y", m, "a", 7)
+	counts.Add("x/y", m, "c", 1)
+	counts.Add("x/y", m, "c", 1) // Add sums
+
+	index := c.EXPECT().Do(gomock.Any(), pairsMatch([]string{"ZADD", "topk:workspaces", "GT"}, true, map[string]int64{"w1": m, "x/y": m})).Return(intResult(2))
+	c.EXPECT().Do(gomock.Any(), evalsha(lua.Ingest)).Return(intResult(5)).MinTimes(1).After(index)
+	now := map[string]int64{"w1/a": 3, "w1/b": 5, "x%2Fy/a": 7, "x%2Fy/c": 2}
+	before := map[string]int64{"w1/a": 2}
+	c.EXPECT().DoMulti(gomock.Any(), bloomPipeline(m, now)...).Return(pipelineOK(4, 17)).After(index)
+	c.EXPECT().DoMulti(gomock.Any(), bloomPipeline(m-1, before)...).Return(pipelineOK(1, 2)).After(index)
+
+	if err := st.Apply(ctx, st.Prepare(counts)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestBloomFlushShardsAreDisjoint checks that with several shards each item
+// goes to the shard of its FNV-1a hash, once, with that shard's keys.
+func TestBloomFlushShardsAreDisjoint(t *testing.T) {
+	ctx := context.Background()
+	const shards = 3
+	g := bloomOpts
+	g.Shards = shards
+	st, c := newMockStore(t, g)
+	m := bloomMinute
+	counts := store.Counts{}
+	want := make([]map[string]int64, shards)
+	for i := 0; i < 20; i++ {
+		ch := fmt.Sprintf("ch%d", i)
+		counts.Add("w", m, ch, int64(i+1))
+		sh := shardOf(keys.GlobalItem("w", ch), shards)
+		if want[sh] == nil {
+			want[sh] = map[string]int64{}
+		}
+		want[sh][keys.GlobalItem("w", ch)] = int64(i + 1)
+	}
+	c.EXPECT().Do(gomock.Any(), mock.Match("ZADD", "topk:workspaces", "GT", i64(m), "w")).Return(intResult(1))
+	c.EXPECT().Do(gomock.Any(), evalsha(lua.Ingest)).Return(intResult(20))
+	for sh, items := range want {
+		if len(items) == 0 {
+			t.Fatalf("fixture: shard %d gets no item", sh)
+		}
+		gk := keys.New("").GlobalShard(sh)
+		var total int64
+		for _, n := range items {
+			total += n
+		}
+		exp := i64(window.Hour.ExpireAt(m))
+		c.EXPECT().DoMulti(gomock.Any(),
+			mock.Match("TOPK.RESERVE", gk.Bloom(m), "50", "8", "7", "0.9"),
+			pairsMatch([]string{"TOPK.INCRBY", gk.Bloom(m)}, false, items),
+			mock.Match("EXPIREAT", gk.Bloom(m), exp),
+			mock.Match("INCRBY", gk.Events(m), i64(total)),
+			mock.Match("EXPIREAT", gk.Events(m), exp),
+		).Return(pipelineOK(len(items), total))
+	}
+	if err := st.Apply(ctx, st.Prepare(counts)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestBloomFlushIgnoresExistingSummary(t *testing.T) {
+	// rueidis strips the "ERR " prefix; RedisBloom versions differ in whether
+	// they send one.
+	for _, msg := range []string{"ERR TopK: key already exists", "TopK: key already exists"} {
+		t.Run(msg, func(t *testing.T) {
+			st, c := newMockStore(t, bloomOpts)
+			counts := store.Counts{}
+			counts.Add("w", bloomMinute, "c", 4)
+			c.EXPECT().Do(gomock.Any(), gomock.Any()).Return(intResult(1)).Times(2) // index, ingest
+			res := pipelineOK(1, 4)
+			res[0] = errReply(msg)
+			c.EXPECT().DoMulti(gomock.Any(), bloomPipeline(bloomMinute, map[string]int64{"w/c": 4})...).Return(res)
+			b := st.Prepare(counts)
+			if err := st.Apply(context.Background(), b); err != nil {
+				t.Fatalf("Apply: %v", err)
+			}
+			if b.Pending() != 0 {
+				t.Fatalf("pending = %d", b.Pending())
+			}
+		})
+	}
+}
+
+// TestBloomFlushRetriesFailedPipeline: an error on TOPK.INCRBY fails Apply;
+// the next Apply sends only that pipeline again, with freshly built commands
+// (rueidis recycles sent commands), and RESERVE's "exists" is ignored then.
+func TestBloomFlushRetriesFailedPipeline(t *testing.T) {
+	ctx := context.Background()
+	st, c := newMockStore(t, bloomOpts)
+	m := bloomMinute
+	counts := store.Counts{}
+	counts.Add("w", m, "c", 9)
+	items := map[string]int64{"w/c": 9}
+
+	var (
+		mu   sync.Mutex
+		sent [][]rueidis.Completed
+	)
+	record := func(res []rueidis.RedisResult) func(context.Context, ...rueidis.Completed) []rueidis.RedisResult {
+		return func(_ context.Context, cmds ...rueidis.Completed) []rueidis.RedisResult {
+			mu.Lock()
+			defer mu.Unlock()
+			sent = append(sent, cmds)
+			return res
+		}
+	}
+	index := c.EXPECT().Do(gomock.Any(), mock.Match("ZADD", "topk:workspaces", "GT", i64(m), "w")).Return(intResult(1)).Times(1)
+	c.EXPECT().Do(gomock.Any(), evalsha(lua.Ingest)).Return(intResult(1)).Times(1)
+	failed := pipelineOK(1, 9)
+	failed[1] = errReply("WRONGTYPE Operation against a key holding the wrong kind of value")
+	first := c.EXPECT().DoMulti(gomock.Any(), bloomPipeline(m, items)...).DoAndReturn(record(failed)).After(index)
+	retried := pipelineOK(1, 9)
+	retried[0] = errReply("ERR TopK: key already exists")
+	c.EXPECT().DoMulti(gomock.Any(), bloomPipeline(m, items)...).DoAndReturn(record(retried)).After(first)
+
+	b := st.Prepare(counts)
+	err := st.Apply(ctx, b)
+	if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+		t.Fatalf("first Apply: err = %v, want the TOPK.INCRBY error", err)
+	}
+	if b.Pending() != 1 {
+		t.Fatalf("pending after the failure = %d, want 1 (only the RedisBloom pipeline)", b.Pending())
+	}
+	if err := st.Apply(ctx, b); err != nil {
+		t.Fatalf("second Apply: %v", err)
+	}
+	if b.Pending() != 0 {
+		t.Fatalf("pending after the retry = %d", b.Pending())
+	}
+	if len(sent) != 2 || len(sent[0]) != 5 || len(sent[1]) != 5 {
+		t.Fatalf("sent %d pipelines", len(sent))
+	}
+	for i := range sent[0] {
+		first, again := sent[0][i].Commands(), sent[1][i].Commands()
+		if &first[0] == &again[0] {
+			t.Fatalf("command %d (%v) was sent twice instead of being rebuilt", i, first)
+		}
+	}
+}
+
+// TestBloomFlushFailsOnAnyError: an error on any command of the pipeline but
+// RESERVE's "exists" fails Apply and leaves the pipeline pending.
+func TestBloomFlushFailsOnAnyError(t *testing.T) {
+	for i, msg := range []string{
+		"OOM command not allowed when used memory > 'maxmemory'.",
+		"TopK: key does not exist",
+		"ERR value is not an integer or out of range",
+		"WRONGTYPE Operation against a key holding the wrong kind of value",
+		"READONLY You can't write against a read only replica.",
+	} {
+		t.Run(fmt.Sprintf("command %d", i), func(t *testing.T) {
+			st, c := newMockStore(t, bloomOpts)
+			counts := store.Counts{}
+			counts.Add("w", bloomMinute, "c", 1)
+			c.EXPECT().Do(gomock.Any(), gomock.Any()).Return(intResult(1)).Times(2)
+			res := pipelineOK(1, 1)
+			res[i] = errReply(msg)
+			c.EXPECT().DoMulti(gomock.Any(), bloomPipeline(bloomMinute, map[string]int64{"w/c": 1})...).Return(res)
+			b := st.Prepare(counts)
+			err := st.Apply(context.Background(), b)
+			if want := strings.TrimPrefix(msg, "ERR "); err == nil || !strings.Contains(err.Error(), want) {
+				t.Fatalf("err = %v, want %q", err, want)
+			}
+			if b.Pending() != 1 {
+				t.Fatalf("pending = %d, want 1", b.Pending())
+			}
+		})
+	}
+	t.Run("network error", func(t *testing.T) {
+		st, c := newMockStore(t, bloomOpts)
+		counts := store.Counts{}
+		counts.Add("w", bloomMinute, "c", 1)
+		c.EXPECT().Do(gomock.Any(), gomock.Any()).Return(intResult(1)).Times(2)
+		netErr := errors.New("i/o timeout")
+		c.EXPECT().DoMulti(gomock.Any(), bloomPipeline(bloomMinute, map[string]int64{"w/c": 1})...).Return(slices.Repeat([]rueidis.RedisResult{mock.ErrorResult(netErr)}, 5))
+		if err := st.Apply(context.Background(), st.Prepare(counts)); !errors.Is(err, netErr) {
+			t.Fatalf("err = %v, want %v", err, netErr)
+		}
+	})
+}
+
+// TestBloomFlushIncrementLimit: RedisBloom refuses a TOPK.INCRBY increment
+// above 100,000 ("TopK: increment must be ... smaller or equal to 100,000"),
+// and reports it as an error element inside the array reply, which
+// RedisResult.Error does not see. A larger count must be split.
+func TestBloomFlushIncrementLimit(t *testing.T) {
+	st, c := newMockStore(t, bloomOpts)
+	counts := store.Counts{}
+	counts.Add("w", bloomMinute, "hot", 250_000)
+	counts.Add("w", bloomMinute, "cold", 1)
+	c.EXPECT().Do(gomock.Any(), gomock.Any()).Return(intResult(1)).AnyTimes()
+	c.EXPECT().DoMulti(gomock.Any(), gomock.Any()).DoAndReturn(func(_ context.Context, cmds ...rueidis.Completed) []rueidis.RedisResult {
+		got := map[string]int64{}
+		res := make([]rueidis.RedisResult, len(cmds))
+		for i, cmd := range cmds {
+			args := cmd.Commands()
+			res[i] = intResult(1)
+			if args[0] != "TOPK.INCRBY" {
+				continue
+			}
+			for j := 2; j+1 < len(args); j += 2 {
+				n, _ := strconv.ParseInt(args[j+1], 10, 64)
+				if n < 1 || n > 100_000 {
+					t.Errorf("TOPK.INCRBY increment %d for %s is out of RedisBloom's range [1, 100000]", n, args[j])
+				}
+				got[args[j]] += n
+			}
+			res[i] = mock.Result(mock.RedisArray(slices.Repeat([]rueidis.RedisMessage{mock.RedisNil()}, (len(args)-2)/2)...))
+		}
+		if want := map[string]int64{"w/hot": 250_000, "w/cold": 1}; !maps.Equal(got, want) {
+			t.Errorf("TOPK.INCRBY adds %v, want %v", got, want)
+		}
+		return res
+	}).AnyTimes()
+	if err := st.Apply(context.Background(), st.Prepare(counts)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// shardOf is the documented item placement: FNV-1a of the item id.
+func shardOf(item string, shards int) int {
+	h := fnv.New32a()
+	h.Write([]byte(item))
+	return int(h.Sum32() % uint32(shards))
+}
+
+// bloomWindow is what the refresh tests' mock RedisBloom holds: for some
+// minute offsets in the window (0 = oldest), the items' counts.
+type bloomWindow map[int]map[string]int64
+
+// refreshReplies builds, for each shard, the command matchers of the one pipeline
+// bloomUnion sends (60 TOPK.LIST key WITHCOUNT, then 60 GET of the event
+// counters) and RedisBloom's replies: a list for each minute with items on
+// that shard, and for the others alternately nil and RedisBloom's "key does
+// not exist" error; counters are the shard's per-minute sums, nil if none.
+func refreshReplies(t *testing.T, shards int, buckets []int64, data bloomWindow) (matchers [][]any, replies [][]rueidis.RedisResult, events int64) {
+	t.Helper()
+	matchers = make([][]any, shards)
+	replies = make([][]rueidis.RedisResult, shards)
+	for sh := 0; sh < shards; sh++ {
+		gk := keys.New("").GlobalShard(sh)
+		var ms []any
+		lists := make([]rueidis.RedisResult, len(buckets))
+		gets := make([]rueidis.RedisResult, len(buckets))
+		for i, m := range buckets {
+			ms = append(ms, mock.Match("TOPK.LIST", gk.Bloom(m), "WITHCOUNT"))
+			var list []rueidis.RedisMessage
+			var total int64
+			items := slices.Sorted(maps.Keys(data[i]))
+			for _, item := range items {
+				if n := data[i][item]; shardOf(item, shards) == sh {
+					// RedisBloom answers items as simple strings.
+					list = append(list, mock.RedisString(item), mock.RedisInt64(n))
+					total += n
+				}
+			}
+			switch {
+			case len(list) > 0:
+				lists[i] = mock.Result(mock.RedisArray(list...))
+				gets[i] = mock.Result(mock.RedisBlobString(i64(total)))
+				events += total
+			case i%2 == 0:
+				lists[i] = errReply("TopK: key does not exist")
+				gets[i] = mock.Result(mock.RedisNil())
+			default:
+				lists[i] = mock.Result(mock.RedisNil())
+				gets[i] = mock.Result(mock.RedisNil())
+			}
+		}
+		for _, m := range buckets {
+			ms = append(ms, mock.Match("GET", gk.Events(m)))
+		}
+		matchers[sh] = ms
+		replies[sh] = append(lists, gets...)
+	}
+	return matchers, replies, events
+}
+
+// cacheCall is a decoded EVALSHA of global_cache.
+type cacheCall struct {
+	keys  []string
+	ttl   string
+	meta  map[string]string
+	items [][3]string // id, count, error field
+}
+
+func decodeCacheCall(t *testing.T, cmd []string) cacheCall {
+	t.Helper()
+	if len(cmd) < 3 || cmd[0] != "EVALSHA" || cmd[1] != lua.GlobalCache.SHA1 {
+		t.Fatalf("not an EVALSHA of global_cache: %q", cmd)
+	}
+	nkeys, err := strconv.Atoi(cmd[2])
+	if err != nil || len(cmd) < 3+nkeys+2 {
+		t.Fatalf("bad EVALSHA %q", cmd)
+	}
+	cc := cacheCall{keys: cmd[3 : 3+nkeys], meta: map[string]string{}}
+	argv := cmd[3+nkeys:]
+	cc.ttl = argv[0]
+	nmeta, err := strconv.Atoi(argv[1])
+	if err != nil || len(argv) < 2+2*nmeta || (len(argv)-2-2*nmeta)%3 != 0 {
+		t.Fatalf("bad ARGV %q", argv)
+	}
+	for i := 0; i < nmeta; i++ {
+		cc.meta[argv[2+2*i]] = argv[3+2*i]
+	}
+	for rest := argv[2+2*nmeta:]; len(rest) > 0; rest = rest[3:] {
+		cc.items = append(cc.items, [3]string{rest[0], rest[1], rest[2]})
+	}
+	return cc
+}
+
+func TestBloomRefreshExactCommands(t *testing.T) {
+	ctx := context.Background()
+	const shards, k = 2, 4
+	g := bloomOpts
+	g.Shards = shards
+	st, c := newMockStore(t, g)
+	now := time.Unix(bloomMinute*60+42, 123_000_000)
+	buckets := window.Hour.Buckets(now)
+
+	data := bloomWindow{
+		0:  {"w1/a": 5, "w2/b": 3},
+		10: {"w1/a": 2, "w1/c": 7},
+		30: {},
+		59: {"w2/b": 4, "x%2Fy/d": 4, "w1/e": 1},
+	}
+	for i := 0; i < 12; i++ { // small items, for the per-shard cut at k+1
+		data[30][fmt.Sprintf("w3/z%02d", i)] = 1
+	}
+	onShard := [shards]int{}
+	for _, byItem := range data {
+		for item := range byItem {
+			onShard[shardOf(item, shards)]++
+		}
+	}
+	if onShard[0] == 0 || onShard[1] == 0 {
+		t.Fatalf("fixture: items per shard %v", onShard)
+	}
+	matchers, replies, events := refreshReplies(t, shards, buckets, data)
+	if events != 5+3+2+7+4+4+1+12 {
+		t.Fatalf("fixture: events %d", events)
+	}
+	var reads []*gomock.Call
+	for sh := range shards {
+		reads = append(reads, c.EXPECT().DoMulti(gomock.Any(), matchers[sh]...).Return(replies[sh]))
+	}
+	var (
+		mu     sync.Mutex
+		cached [][]string
+	)
+	cache := c.EXPECT().Do(gomock.Any(), evalsha(lua.GlobalCache)).DoAndReturn(func(_ context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+		mu.Lock()
+		defer mu.Unlock()
+		cached = append(cached, slices.Clone(cmd.Commands()))
+		return intResult(k)
+	})
+	for _, r := range reads {
+		cache.After(r)
+	}
+
+	if err := st.RefreshGlobal(ctx, now, k); err != nil {
+		t.Fatal(err)
+	}
+	if len(cached) != 1 {
+		t.Fatalf("global_cache called %d times", len(cached))
+	}
+	cc := decodeCacheCall(t, cached[0])
+	if want := []string{"topk:{g}:top:1h", "topk:{g}:top:1h:err", "topk:{g}:top:1h:meta"}; !slices.Equal(cc.keys, want) {
+		t.Fatalf("KEYS = %q, want %q", cc.keys, want)
+	}
+	if cc.ttl != "3660" {
+		t.Fatalf("ttl = %s, want 3660", cc.ttl)
+	}
+	wantMeta := map[string]string{
+		"computed_at":  i64(now.UnixMilli()),
+		"window_start": i64((bloomMinute - 59) * 60_000),
+		"window_end":   i64(now.UnixMilli()),
+		"k":            strconv.Itoa(k),
+		"backend":      "redisbloom",
+		"events":       i64(events),
+		"error_bound":  "-1",
+		"capacity":     "50",
+		"shards":       "2",
+	}
+	if !maps.Equal(cc.meta, wantMeta) {
+		t.Fatalf("meta = %v\nwant   %v", cc.meta, wantMeta)
+	}
+	// Sums over the window, count descending then id descending, across shards.
+	wantItems := [][3]string{{"w2/b", "7", "-1"}, {"w1/c", "7", "-1"}, {"w1/a", "7", "-1"}, {"x%2Fy/d", "4", "-1"}}
+	if !slices.Equal(cc.items, wantItems) {
+		t.Fatalf("items = %q\nwant    %q", cc.items, wantItems)
+	}
+}
+
+// TestBloomRefreshEmptyWindow: no summary in the window (every TOPK.LIST
+// answers nil or "does not exist") still replaces the cache, with no items.
+func TestBloomRefreshEmptyWindow(t *testing.T) {
+	g := bloomOpts
+	st, c := newMockStore(t, g)
+	now := time.Unix(bloomMinute*60, 0)
+	matchers, replies, _ := refreshReplies(t, 1, window.Hour.Buckets(now), nil)
+	c.EXPECT().DoMulti(gomock.Any(), matchers[0]...).Return(replies[0])
+	c.EXPECT().Do(gomock.Any(), evalsha(lua.GlobalCache)).DoAndReturn(func(_ context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+		cc := decodeCacheCall(t, cmd.Commands())
+		if len(cc.items) != 0 || cc.meta["events"] != "0" || cc.meta["backend"] != "redisbloom" {
+			t.Errorf("cache call %+v", cc)
+		}
+		return intResult(0)
+	})
+	if err := st.RefreshGlobal(context.Background(), now, 10); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestBloomRefreshErrors: any other error of the read pipeline fails the
+// refresh without touching the cache (the mock refuses the EVALSHA).
+func TestBloomRefreshErrors(t *testing.T) {
+	now := time.Unix(bloomMinute*60, 0)
+	buckets := window.Hour.Buckets(now)
+	for _, tc := range []struct {
+		name    string
+		at      int // index in the pipeline: 0..59 TOPK.LIST, 60..119 GET
+		reply   rueidis.RedisResult
+		wantErr string
+	}{
+		{"list wrongtype", 59, errReply("WRONGTYPE Operation against a key holding the wrong kind of value"), "WRONGTYPE"},
+		{"list bad entry", 59, mock.Result(mock.RedisArray(mock.RedisString("w/a"), mock.RedisString("many"))), store.ErrBadReply.Error()},
+		{"list not an array", 59, mock.Result(mock.RedisInt64(3)), "shard 0"},
+		{"get wrongtype", 60 + 59, errReply("WRONGTYPE Operation against a key holding the wrong kind of value"), "WRONGTYPE"},
+		{"get not a number", 60 + 59, mock.Result(mock.RedisBlobString("x")), "shard 0"},
+		{"network", 0, mock.ErrorResult(errors.New("broken pipe")), "broken pipe"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, c := newMockStore(t, bloomOpts)
+			matchers, replies, _ := refreshReplies(t, 1, buckets, nil)
+			replies[0][tc.at] = tc.reply
+			c.EXPECT().DoMulti(gomock.Any(), matchers[0]...).Return(replies[0])
+			err := st.RefreshGlobal(context.Background(), now, 10)
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("err = %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+}
