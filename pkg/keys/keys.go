@@ -9,6 +9,8 @@
 //	topk:{w:<ws>}:top:1h            ZSET  cached top K over the last hour
 //	topk:{w:<ws>}:top:1h:meta       HASH  computed_at, window_start, window_end, k
 //	topk:workspaces                 ZSET  member=raw workspace id, score=last active unix minute
+//	topk:dirty                      SET   workspaces changed since the scheduler last refreshed them
+//	topk:mws:<unix_minute>          SET   workspaces with a bucket for that minute
 //
 // and for the global (cross-workspace) view, whose items are GlobalItem ids:
 //
@@ -61,6 +63,14 @@ func ValidatePrefix(prefix string) error {
 
 // Prefix returns the configured prefix.
 func (s Space) Prefix() string { return s.prefix }
+
+// Dirty is the set of workspaces whose counts changed since the scheduler
+// last refreshed them. Writers add to it after their counts landed.
+func (s Space) Dirty() string { return s.prefix + ":dirty" }
+
+// MinuteWorkspaces is the set of workspaces with a bucket for unix minute m,
+// so the scheduler knows whose window shrinks when m leaves it.
+func (s Space) MinuteWorkspaces(m int64) string { return s.prefix + ":mws:" + strconv.FormatInt(m, 10) }
 
 // Workspace returns the key builder for one workspace.
 func (s Space) Workspace(ws string) Workspace {

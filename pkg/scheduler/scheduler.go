@@ -1,11 +1,23 @@
-// Package scheduler keeps the cached rankings fresh: on every tick it runs
-// the refresh script for each workspace in the workspace index, so the cache
-// always reflects the window ending at the tick, and empties when the window
-// does; then it merges the global view's summaries into the cached global
-// ranking. It needs no cleanup job: minute buckets expire by TTL, and a
-// workspace leaves the index after one last refresh that empties its cache.
+// Package scheduler keeps the cached rankings fresh. A workspace's ranking
+// changes only when its counts change or when one of its buckets leaves the
+// window, so each tick refreshes exactly those workspaces:
 //
-// Running two schedulers is safe (each refresh is idempotent), only wasteful.
+//   - the dirty set: workspaces whose counts landed since the last tick
+//     (writers add them after their counts are in Redis);
+//   - for every minute that left the window since the last tick, the
+//     workspaces that had a bucket in it (the per-minute workspace sets).
+//
+// The first tick refreshes every workspace of the index, as does a tick
+// after the clock jumped by a whole window. Work is thus proportional to
+// change, not to the number of active workspaces. Then the tick merges the
+// global view's summaries into the cached global ranking.
+//
+// No cleanup job is needed: buckets and sets expire by TTL, and a workspace
+// leaves the index after the refresh that follows its last bucket leaving
+// the window, which empties its cache.
+//
+// Running two schedulers is safe (refreshes are idempotent; the dirty set is
+// split between them), only wasteful.
 package scheduler
 
 import (
@@ -16,6 +28,7 @@ import (
 	"time"
 
 	"github.com/topk-dev/topk/pkg/store"
+	"github.com/topk-dev/topk/pkg/window"
 )
 
 // MaxInterval is the longest allowed tick interval: the freshness target is
@@ -31,10 +44,19 @@ type Params struct {
 	Logger   *slog.Logger
 }
 
-// Scheduler refreshes cached rankings on a ticker.
+// Scheduler refreshes cached rankings on a ticker. Its methods are not safe
+// for concurrent use.
 type Scheduler struct {
 	p Params
+	// lastMinute is the unix minute of the last successful tick; 0 before.
+	lastMinute int64
+	// pending holds workspaces taken from Redis by a tick that then failed,
+	// so the next tick refreshes them.
+	pending map[string]struct{}
 }
+
+// dirtyBatch is how many dirty workspaces one SPOP takes.
+const dirtyBatch = 10_000
 
 // TickStats describes one tick.
 type TickStats struct {
@@ -66,7 +88,7 @@ func New(p Params) (*Scheduler, error) {
 	if p.Logger == nil {
 		p.Logger = slog.Default()
 	}
-	return &Scheduler{p: p}, nil
+	return &Scheduler{p: p, pending: map[string]struct{}{}}, nil
 }
 
 // Run ticks until ctx ends. A failed tick is logged and retried on the next
@@ -86,33 +108,65 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	}
 }
 
-// Tick refreshes every workspace in the index once, at the clock's now.
+// Tick refreshes the workspaces whose ranking may have changed since the
+// last tick, at the clock's now, then the global ranking.
 func (s *Scheduler) Tick(ctx context.Context) (TickStats, error) {
 	began := time.Now()
 	now := s.p.Clock()
-	first := s.p.Store.Window().First(now)
+	win := s.p.Store.Window()
+	minute := window.Minute(now)
 
-	active, err := s.p.Store.ActiveWorkspaces(ctx)
-	if err != nil {
-		return TickStats{}, fmt.Errorf("scheduler.tick: %w", err)
-	}
-	ids := make([]string, len(active))
-	forgotten := 0
-	for i, a := range active {
-		ids[i] = a.ID
-		if a.LastMinute < first {
-			forgotten++
+	todo := s.pending
+	add := func(ids []string) {
+		for _, id := range ids {
+			todo[id] = struct{}{}
 		}
 	}
-	// Workspaces whose last event already left the window are refreshed once
-	// more, which empties their cache, and only then leave the index.
+	if s.lastMinute == 0 || minute-s.lastMinute >= win.Minutes || minute < s.lastMinute {
+		active, err := s.p.Store.ActiveWorkspaces(ctx)
+		if err != nil {
+			return TickStats{}, fmt.Errorf("scheduler.tick: %w", err)
+		}
+		for _, a := range active {
+			todo[a.ID] = struct{}{}
+		}
+	} else {
+		// Moving from minute L to M, the buckets of minutes L-W+1 .. M-W
+		// left the window.
+		for m := s.lastMinute - win.Minutes + 1; m <= minute-win.Minutes; m++ {
+			ids, err := s.p.Store.MinuteWorkspaces(ctx, m)
+			if err != nil {
+				return TickStats{}, fmt.Errorf("scheduler.tick: %w", err)
+			}
+			add(ids)
+		}
+	}
+	for {
+		ids, err := s.p.Store.PopDirty(ctx, dirtyBatch)
+		add(ids) // keep what was popped even if a later step fails
+		if err != nil {
+			return TickStats{}, fmt.Errorf("scheduler.tick: %w", err)
+		}
+		if len(ids) < dirtyBatch {
+			break
+		}
+	}
+
+	ids := make([]string, 0, len(todo))
+	for id := range todo {
+		ids = append(ids, id)
+	}
 	if err := s.p.Store.Refresh(ctx, ids, now, s.p.K); err != nil {
 		return TickStats{}, fmt.Errorf("scheduler.tick: %w", err)
 	}
-	if forgotten > 0 {
-		if err := s.p.Store.ForgetBefore(ctx, first); err != nil {
-			return TickStats{}, fmt.Errorf("scheduler.tick: %w", err)
-		}
+	s.pending = map[string]struct{}{}
+	s.lastMinute = minute
+	// Workspaces whose last bucket left the window were refreshed above (by
+	// their minute set), which emptied their cache: drop them from the index.
+	first := win.First(now)
+	forgotten, err := s.p.Store.ForgetBefore(ctx, first)
+	if err != nil {
+		return TickStats{}, fmt.Errorf("scheduler.tick: %w", err)
 	}
 	if err := s.p.Store.RefreshGlobal(ctx, now, s.p.K); err != nil {
 		return TickStats{}, fmt.Errorf("scheduler.tick: %w", err)

@@ -68,17 +68,20 @@ func TestWindowSlidesAndEmpties(t *testing.T) {
 	write(t, st, "w", m0, "new", 10)
 	s := newScheduler(t, st, clock)
 
+	// Each tick refreshes only what changed: nothing within a minute, and
+	// the workspace when one of its buckets leaves the window.
 	steps := []struct {
-		advance time.Duration
-		want    string
+		advance   time.Duration
+		want      string
+		refreshed int
 	}{
-		{0, "[{1 old 100} {2 mid 50} {3 new 10}]"},
-		{29 * time.Second, "[{1 old 100} {2 mid 50} {3 new 10}]"},    // 12:00:59, same minute
-		{1 * time.Second, "[{1 mid 50} {2 new 10}]"},                 // 12:01:00, "old" left
-		{28*time.Minute + 59*time.Second, "[{1 mid 50} {2 new 10}]"}, // 12:29:59, "mid" is the oldest minute
-		{1 * time.Second, "[{1 new 10}]"},                            // 12:30:00, "mid" left
-		{29*time.Minute + 59*time.Second, "[{1 new 10}]"},            // 12:59:59, "new" is the oldest minute
-		{1 * time.Second, "[]"},                                      // 13:00:00, the hour is empty
+		{0, "[{1 old 100} {2 mid 50} {3 new 10}]", 1},                   // 12:00:30, first tick: everything
+		{29 * time.Second, "[{1 old 100} {2 mid 50} {3 new 10}]", 0},    // 12:00:59, same minute
+		{1 * time.Second, "[{1 mid 50} {2 new 10}]", 1},                 // 12:01:00, "old" left
+		{28*time.Minute + 59*time.Second, "[{1 mid 50} {2 new 10}]", 0}, // 12:29:59, "mid" is the oldest minute
+		{1 * time.Second, "[{1 new 10}]", 1},                            // 12:30:00, "mid" left
+		{29*time.Minute + 59*time.Second, "[{1 new 10}]", 0},            // 12:59:59, "new" is the oldest minute
+		{1 * time.Second, "[]", 1},                                      // 13:00:00, the hour is empty
 	}
 	for _, step := range steps {
 		clock.Advance(step.advance)
@@ -86,8 +89,8 @@ func TestWindowSlidesAndEmpties(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if stats.Refreshed != 1 {
-			t.Fatalf("%s: refreshed %d workspaces, want 1", clock.now.Format(time.TimeOnly), stats.Refreshed)
+		if stats.Refreshed != step.refreshed {
+			t.Fatalf("%s: refreshed %d workspaces, want %d", clock.now.Format(time.TimeOnly), stats.Refreshed, step.refreshed)
 		}
 		if got := ranking(t, st, "w"); got != step.want {
 			t.Fatalf("%s: ranking %s, want %s", clock.now.Format(time.TimeOnly), got, step.want)

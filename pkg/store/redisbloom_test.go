@@ -118,6 +118,110 @@ func pipelineOK(items int, total int64) []rueidis.RedisResult {
 	return []rueidis.RedisResult{ok(), mock.Result(mock.RedisArray(incr...)), intResult(1), intResult(total), intResult(1)}
 }
 
+// sameMembers reports whether got and want hold the same members, in any order.
+func sameMembers(got, want []string) bool {
+	return slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want)))
+}
+
+// multiMatcher matches the whole argument list of a DoMulti (gomock hands a
+// single matcher for the variadic part the slice of commands).
+type multiMatcher struct {
+	fn   func(cmds [][]string) bool
+	desc string
+}
+
+func matchMulti(fn func(cmds [][]string) bool, desc string) gomock.Matcher {
+	return gomock.GotFormatterAdapter(gomock.GotFormatterFunc(formatMulti), multiMatcher{fn: fn, desc: desc})
+}
+
+func (mm multiMatcher) Matches(x any) bool {
+	cmds, ok := x.([]rueidis.Completed)
+	if !ok {
+		return false
+	}
+	args := make([][]string, len(cmds))
+	for i, cmd := range cmds {
+		args[i] = cmd.Commands()
+	}
+	return mm.fn(args)
+}
+
+func (mm multiMatcher) String() string { return mm.desc }
+
+// formatMulti formats the commands of a DoMulti for failure messages (gomock
+// hands it the variadic arguments as []any).
+func formatMulti(x any) string {
+	args, ok := x.([]any)
+	if !ok {
+		return fmt.Sprint(x)
+	}
+	sb := &strings.Builder{}
+	for i, arg := range args {
+		if cmd, ok := arg.(rueidis.Completed); ok {
+			fmt.Fprintf(sb, "\n  %d: %q", i, cmd.Commands())
+		} else {
+			fmt.Fprintf(sb, "\n  %d: %v", i, arg)
+		}
+	}
+	return sb.String()
+}
+
+// indexPipeline matches the index step Apply sends before any count, as the
+// whole argument list of its DoMulti: first ZADD topk:workspaces GT with each
+// workspace's last minute (pairs in any order), then for each minute of the
+// batch (minutes in any order) SADD topk:mws:<m> with that minute's
+// workspaces (in any order) immediately followed by
+// EXPIREAT topk:mws:<m> <window.Hour.ExpireAt(m)>, and nothing else.
+func indexPipeline(last map[string]int64, minutes map[int64][]string) gomock.Matcher {
+	zadd := pairsMatch([]string{"ZADD", "topk:workspaces", "GT"}, true, last)
+	return matchMulti(func(cmds [][]string) bool {
+		if len(cmds) != 1+2*len(minutes) || !zadd.Matches(cmds[0]) {
+			return false
+		}
+		left := map[string]int64{} // key -> minute, for the minutes not seen yet
+		for m := range minutes {
+			left["topk:mws:"+i64(m)] = m
+		}
+		for i := 1; i < len(cmds); i += 2 {
+			sadd, expire := cmds[i], cmds[i+1]
+			if len(sadd) < 3 || sadd[0] != "SADD" {
+				return false
+			}
+			m, ok := left[sadd[1]]
+			if !ok { // an unexpected minute, or one sent twice
+				return false
+			}
+			delete(left, sadd[1])
+			if !sameMembers(sadd[2:], minutes[m]) ||
+				!slices.Equal(expire, []string{"EXPIREAT", sadd[1], i64(window.Hour.ExpireAt(m))}) {
+				return false
+			}
+		}
+		return true
+	}, fmt.Sprintf("index step: %v, then SADD + EXPIREAT topk:mws:<m> for (minute: workspaces) %v", zadd, minutes))
+}
+
+// anyIndex matches the index step whatever its content: a DoMulti whose
+// first command is the ZADD of the workspace index. Answer it with indexOK.
+func anyIndex() gomock.Matcher {
+	return matchMulti(func(cmds [][]string) bool {
+		return len(cmds) > 0 && len(cmds[0]) >= 2 && cmds[0][0] == "ZADD" && cmds[0][1] == "topk:workspaces"
+	}, "index step (ZADD topk:workspaces ...)")
+}
+
+// indexOK answers the index step: every command succeeds.
+func indexOK(_ context.Context, cmds ...rueidis.Completed) []rueidis.RedisResult {
+	return slices.Repeat([]rueidis.RedisResult{intResult(1)}, len(cmds))
+}
+
+// dirty matches the SADD of the dirty set, the step Apply sends last, with
+// the workspaces ws in any order.
+func dirty(ws ...string) gomock.Matcher {
+	return mock.MatchFn(func(cmd []string) bool {
+		return len(cmd) >= 2 && cmd[0] == "SADD" && cmd[1] == "topk:dirty" && sameMembers(cmd[2:], ws)
+	}, fmt.Sprintf("SADD topk:dirty with %q in any order", ws))
+}
+
 func TestKeyNamesOfRedisBloomBackend(t *testing.T) {
 	gk := keys.New("").GlobalShard(0)
 	if got := gk.Bloom(bloomMinute); got != "topk:{g:0}:bf:29000000" {
@@ -171,7 +275,8 @@ func TestDetectGlobalBackend(t *testing.T) {
 }
 
 // TestBloomFlushExactCommands checks the whole pipeline, in order, for a
-// flush of one item in one minute, and that the workspace index goes first.
+// flush of one item in one minute, that the workspace index (and the minute's
+// workspace set) goes first, and the dirty set last.
 func TestBloomFlushExactCommands(t *testing.T) {
 	ctx := context.Background()
 	st, c := newMockStore(t, bloomOpts)
@@ -179,23 +284,28 @@ func TestBloomFlushExactCommands(t *testing.T) {
 	counts := store.Counts{}
 	counts.Add("w1", m, "c1", 3)
 
-	index := c.EXPECT().Do(gomock.Any(), mock.Match("ZADD", "topk:workspaces", "GT", i64(m), "w1")).Return(intResult(1))
-	c.EXPECT().Do(gomock.Any(), evalsha(lua.Ingest)).Return(intResult(1)).After(index)
 	exp := i64(window.Hour.ExpireAt(m))
-	c.EXPECT().DoMulti(gomock.Any(),
+	index := c.EXPECT().DoMulti(gomock.Any(),
+		mock.Match("ZADD", "topk:workspaces", "GT", i64(m), "w1"),
+		mock.Match("SADD", "topk:mws:29000000", "w1"),
+		mock.Match("EXPIREAT", "topk:mws:29000000", exp),
+	).Return([]rueidis.RedisResult{intResult(1), intResult(1), intResult(1)})
+	ingest := c.EXPECT().Do(gomock.Any(), evalsha(lua.Ingest)).Return(intResult(1)).After(index)
+	bloom := c.EXPECT().DoMulti(gomock.Any(),
 		mock.Match("TOPK.RESERVE", "topk:{g:0}:bf:29000000", "50", "8", "7", "0.9"),
 		mock.Match("TOPK.INCRBY", "topk:{g:0}:bf:29000000", "w1/c1", "3"),
 		mock.Match("EXPIREAT", "topk:{g:0}:bf:29000000", exp),
 		mock.Match("INCRBY", "topk:{g:0}:n:29000000", "3"),
 		mock.Match("EXPIREAT", "topk:{g:0}:n:29000000", exp),
 	).Return(pipelineOK(1, 3)).After(index)
+	c.EXPECT().Do(gomock.Any(), mock.Match("SADD", "topk:dirty", "w1")).Return(intResult(1)).After(ingest).After(bloom)
 
 	if got := st.GlobalBackend(); got != store.BackendRedisBloom {
 		t.Fatalf("GlobalBackend = %q", got)
 	}
 	b := st.Prepare(counts)
-	if b.Pending() != 3 { // index, ingest script, one RedisBloom pipeline
-		t.Fatalf("pending = %d, want 3", b.Pending())
+	if b.Pending() != 4 { // index, ingest script, one RedisBloom pipeline, dirty set
+		t.Fatalf("pending = %d, want 4", b.Pending())
 	}
 	if err := st.Apply(ctx, b); err != nil {
 		t.Fatal(err)
@@ -224,12 +334,16 @@ func TestBloomFlushManyItems(t *testing.T) {
 	counts.Add("x/y", m, "c", 1)
 	counts.Add("x/y", m, "c", 1) // Add sums
 
-	index := c.EXPECT().Do(gomock.Any(), pairsMatch([]string{"ZADD", "topk:workspaces", "GT"}, true, map[string]int64{"w1": m, "x/y": m})).Return(intResult(2))
-	c.EXPECT().Do(gomock.Any(), evalsha(lua.Ingest)).Return(intResult(5)).MinTimes(1).After(index)
+	index := c.EXPECT().DoMulti(gomock.Any(), indexPipeline(
+		map[string]int64{"w1": m, "x/y": m},
+		map[int64][]string{m: {"w1", "x/y"}, m - 1: {"w1"}},
+	)).DoAndReturn(indexOK)
+	ingest := c.EXPECT().Do(gomock.Any(), evalsha(lua.Ingest)).Return(intResult(5)).MinTimes(1).After(index)
 	now := map[string]int64{"w1/a": 3, "w1/b": 5, "x%2Fy/a": 7, "x%2Fy/c": 2}
 	before := map[string]int64{"w1/a": 2}
-	c.EXPECT().DoMulti(gomock.Any(), bloomPipeline(m, now)...).Return(pipelineOK(4, 17)).After(index)
-	c.EXPECT().DoMulti(gomock.Any(), bloomPipeline(m-1, before)...).Return(pipelineOK(1, 2)).After(index)
+	bloomNow := c.EXPECT().DoMulti(gomock.Any(), bloomPipeline(m, now)...).Return(pipelineOK(4, 17)).After(index)
+	bloomBefore := c.EXPECT().DoMulti(gomock.Any(), bloomPipeline(m-1, before)...).Return(pipelineOK(1, 2)).After(index)
+	c.EXPECT().Do(gomock.Any(), dirty("w1", "x/y")).Return(intResult(2)).After(ingest).After(bloomNow).After(bloomBefore)
 
 	if err := st.Apply(ctx, st.Prepare(counts)); err != nil {
 		t.Fatal(err)
@@ -256,8 +370,9 @@ func TestBloomFlushShardsAreDisjoint(t *testing.T) {
 		}
 		want[sh][keys.GlobalItem("w", ch)] = int64(i + 1)
 	}
-	c.EXPECT().Do(gomock.Any(), mock.Match("ZADD", "topk:workspaces", "GT", i64(m), "w")).Return(intResult(1))
-	c.EXPECT().Do(gomock.Any(), evalsha(lua.Ingest)).Return(intResult(20))
+	index := c.EXPECT().DoMulti(gomock.Any(), indexPipeline(map[string]int64{"w": m}, map[int64][]string{m: {"w"}})).DoAndReturn(indexOK)
+	ingest := c.EXPECT().Do(gomock.Any(), evalsha(lua.Ingest)).Return(intResult(20)).After(index)
+	dirtyCall := c.EXPECT().Do(gomock.Any(), dirty("w")).Return(intResult(1)).After(ingest)
 	for sh, items := range want {
 		if len(items) == 0 {
 			t.Fatalf("fixture: shard %d gets no item", sh)
@@ -268,13 +383,14 @@ func TestBloomFlushShardsAreDisjoint(t *testing.T) {
 			total += n
 		}
 		exp := i64(window.Hour.ExpireAt(m))
-		c.EXPECT().DoMulti(gomock.Any(),
+		pipeline := c.EXPECT().DoMulti(gomock.Any(),
 			mock.Match("TOPK.RESERVE", gk.Bloom(m), "50", "8", "7", "0.9"),
 			pairsMatch([]string{"TOPK.INCRBY", gk.Bloom(m)}, false, items),
 			mock.Match("EXPIREAT", gk.Bloom(m), exp),
 			mock.Match("INCRBY", gk.Events(m), i64(total)),
 			mock.Match("EXPIREAT", gk.Events(m), exp),
-		).Return(pipelineOK(len(items), total))
+		).Return(pipelineOK(len(items), total)).After(index)
+		dirtyCall.After(pipeline)
 	}
 	if err := st.Apply(ctx, st.Prepare(counts)); err != nil {
 		t.Fatal(err)
@@ -289,7 +405,8 @@ func TestBloomFlushIgnoresExistingSummary(t *testing.T) {
 			st, c := newMockStore(t, bloomOpts)
 			counts := store.Counts{}
 			counts.Add("w", bloomMinute, "c", 4)
-			c.EXPECT().Do(gomock.Any(), gomock.Any()).Return(intResult(1)).Times(2) // index, ingest
+			c.EXPECT().DoMulti(gomock.Any(), anyIndex()).DoAndReturn(indexOK)
+			c.EXPECT().Do(gomock.Any(), gomock.Any()).Return(intResult(1)).Times(2) // ingest, dirty
 			res := pipelineOK(1, 4)
 			res[0] = errReply(msg)
 			c.EXPECT().DoMulti(gomock.Any(), bloomPipeline(bloomMinute, map[string]int64{"w/c": 4})...).Return(res)
@@ -304,9 +421,10 @@ func TestBloomFlushIgnoresExistingSummary(t *testing.T) {
 	}
 }
 
-// TestBloomFlushRetriesFailedPipeline: an error on TOPK.INCRBY fails Apply;
-// the next Apply sends only that pipeline again, with freshly built commands
-// (rueidis recycles sent commands), and RESERVE's "exists" is ignored then.
+// TestBloomFlushRetriesFailedPipeline: an error on TOPK.INCRBY fails Apply
+// before the dirty set; the next Apply sends only that pipeline again, with
+// freshly built commands (rueidis recycles sent commands), and RESERVE's
+// "exists" is ignored then; the dirty set follows the retried pipeline.
 func TestBloomFlushRetriesFailedPipeline(t *testing.T) {
 	ctx := context.Background()
 	st, c := newMockStore(t, bloomOpts)
@@ -327,22 +445,23 @@ func TestBloomFlushRetriesFailedPipeline(t *testing.T) {
 			return res
 		}
 	}
-	index := c.EXPECT().Do(gomock.Any(), mock.Match("ZADD", "topk:workspaces", "GT", i64(m), "w")).Return(intResult(1)).Times(1)
-	c.EXPECT().Do(gomock.Any(), evalsha(lua.Ingest)).Return(intResult(1)).Times(1)
+	index := c.EXPECT().DoMulti(gomock.Any(), indexPipeline(map[string]int64{"w": m}, map[int64][]string{m: {"w"}})).DoAndReturn(indexOK).Times(1)
+	ingest := c.EXPECT().Do(gomock.Any(), evalsha(lua.Ingest)).Return(intResult(1)).Times(1).After(index)
 	failed := pipelineOK(1, 9)
 	failed[1] = errReply("WRONGTYPE Operation against a key holding the wrong kind of value")
 	first := c.EXPECT().DoMulti(gomock.Any(), bloomPipeline(m, items)...).DoAndReturn(record(failed)).After(index)
 	retried := pipelineOK(1, 9)
 	retried[0] = errReply("ERR TopK: key already exists")
-	c.EXPECT().DoMulti(gomock.Any(), bloomPipeline(m, items)...).DoAndReturn(record(retried)).After(first)
+	again := c.EXPECT().DoMulti(gomock.Any(), bloomPipeline(m, items)...).DoAndReturn(record(retried)).After(first)
+	c.EXPECT().Do(gomock.Any(), dirty("w")).Return(intResult(1)).Times(1).After(ingest).After(again)
 
 	b := st.Prepare(counts)
 	err := st.Apply(ctx, b)
 	if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 		t.Fatalf("first Apply: err = %v, want the TOPK.INCRBY error", err)
 	}
-	if b.Pending() != 1 {
-		t.Fatalf("pending after the failure = %d, want 1 (only the RedisBloom pipeline)", b.Pending())
+	if b.Pending() != 2 {
+		t.Fatalf("pending after the failure = %d, want 2 (the RedisBloom pipeline and the dirty set)", b.Pending())
 	}
 	if err := st.Apply(ctx, b); err != nil {
 		t.Fatalf("second Apply: %v", err)
@@ -362,7 +481,8 @@ func TestBloomFlushRetriesFailedPipeline(t *testing.T) {
 }
 
 // TestBloomFlushFailsOnAnyError: an error on any command of the pipeline but
-// RESERVE's "exists" fails Apply and leaves the pipeline pending.
+// RESERVE's "exists" fails Apply and leaves the pipeline pending, and the
+// dirty set unsent (the mock refuses it) and pending.
 func TestBloomFlushFailsOnAnyError(t *testing.T) {
 	for i, msg := range []string{
 		"OOM command not allowed when used memory > 'maxmemory'.",
@@ -375,7 +495,8 @@ func TestBloomFlushFailsOnAnyError(t *testing.T) {
 			st, c := newMockStore(t, bloomOpts)
 			counts := store.Counts{}
 			counts.Add("w", bloomMinute, "c", 1)
-			c.EXPECT().Do(gomock.Any(), gomock.Any()).Return(intResult(1)).Times(2)
+			c.EXPECT().DoMulti(gomock.Any(), anyIndex()).DoAndReturn(indexOK)
+			c.EXPECT().Do(gomock.Any(), evalsha(lua.Ingest)).Return(intResult(1))
 			res := pipelineOK(1, 1)
 			res[i] = errReply(msg)
 			c.EXPECT().DoMulti(gomock.Any(), bloomPipeline(bloomMinute, map[string]int64{"w/c": 1})...).Return(res)
@@ -384,8 +505,8 @@ func TestBloomFlushFailsOnAnyError(t *testing.T) {
 			if want := strings.TrimPrefix(msg, "ERR "); err == nil || !strings.Contains(err.Error(), want) {
 				t.Fatalf("err = %v, want %q", err, want)
 			}
-			if b.Pending() != 1 {
-				t.Fatalf("pending = %d, want 1", b.Pending())
+			if b.Pending() != 2 { // the pipeline, the dirty set
+				t.Fatalf("pending = %d, want 2", b.Pending())
 			}
 		})
 	}
@@ -393,11 +514,78 @@ func TestBloomFlushFailsOnAnyError(t *testing.T) {
 		st, c := newMockStore(t, bloomOpts)
 		counts := store.Counts{}
 		counts.Add("w", bloomMinute, "c", 1)
-		c.EXPECT().Do(gomock.Any(), gomock.Any()).Return(intResult(1)).Times(2)
+		c.EXPECT().DoMulti(gomock.Any(), anyIndex()).DoAndReturn(indexOK)
+		c.EXPECT().Do(gomock.Any(), evalsha(lua.Ingest)).Return(intResult(1))
 		netErr := errors.New("i/o timeout")
 		c.EXPECT().DoMulti(gomock.Any(), bloomPipeline(bloomMinute, map[string]int64{"w/c": 1})...).Return(slices.Repeat([]rueidis.RedisResult{mock.ErrorResult(netErr)}, 5))
 		if err := st.Apply(context.Background(), st.Prepare(counts)); !errors.Is(err, netErr) {
 			t.Fatalf("err = %v, want %v", err, netErr)
+		}
+	})
+}
+
+// TestBloomFlushStepFailures: a failed index step fails Apply before any
+// count is sent and leaves the whole batch pending, so the next Apply sends
+// it all; a failed dirty SADD leaves only itself pending, and the next Apply
+// sends only it (the mock refuses anything sent twice).
+func TestBloomFlushStepFailures(t *testing.T) {
+	m := bloomMinute
+	items := map[string]int64{"w/c": 2}
+	newFlush := func(t *testing.T) (*store.Store, *mock.Client, *store.Batch) {
+		st, c := newMockStore(t, bloomOpts)
+		counts := store.Counts{}
+		counts.Add("w", m, "c", 2)
+		return st, c, st.Prepare(counts)
+	}
+	index := indexPipeline(map[string]int64{"w": m}, map[int64][]string{m: {"w"}})
+
+	t.Run("index", func(t *testing.T) {
+		ctx := context.Background()
+		st, c, b := newFlush(t)
+		failed := c.EXPECT().DoMulti(gomock.Any(), index).Return([]rueidis.RedisResult{
+			intResult(1), intResult(1), errReply("READONLY You can't write against a read only replica."),
+		})
+		retried := c.EXPECT().DoMulti(gomock.Any(), index).DoAndReturn(indexOK).After(failed)
+		ingest := c.EXPECT().Do(gomock.Any(), evalsha(lua.Ingest)).Return(intResult(1)).After(retried)
+		bloom := c.EXPECT().DoMulti(gomock.Any(), bloomPipeline(m, items)...).Return(pipelineOK(1, 2)).After(retried)
+		c.EXPECT().Do(gomock.Any(), dirty("w")).Return(intResult(1)).After(ingest).After(bloom)
+
+		err := st.Apply(ctx, b)
+		if err == nil || !strings.Contains(err.Error(), "READONLY") {
+			t.Fatalf("first Apply: err = %v, want the EXPIREAT error", err)
+		}
+		if b.Pending() != 4 {
+			t.Fatalf("pending after the failure = %d, want 4 (everything)", b.Pending())
+		}
+		if err := st.Apply(ctx, b); err != nil {
+			t.Fatalf("second Apply: %v", err)
+		}
+		if b.Pending() != 0 {
+			t.Fatalf("pending after the retry = %d", b.Pending())
+		}
+	})
+
+	t.Run("dirty", func(t *testing.T) {
+		ctx := context.Background()
+		st, c, b := newFlush(t)
+		idx := c.EXPECT().DoMulti(gomock.Any(), index).DoAndReturn(indexOK)
+		ingest := c.EXPECT().Do(gomock.Any(), evalsha(lua.Ingest)).Return(intResult(1)).After(idx)
+		bloom := c.EXPECT().DoMulti(gomock.Any(), bloomPipeline(m, items)...).Return(pipelineOK(1, 2)).After(idx)
+		failed := c.EXPECT().Do(gomock.Any(), dirty("w")).Return(mock.ErrorResult(errors.New("i/o timeout"))).After(ingest).After(bloom)
+		c.EXPECT().Do(gomock.Any(), dirty("w")).Return(intResult(0)).After(failed)
+
+		err := st.Apply(ctx, b)
+		if err == nil || !strings.Contains(err.Error(), "i/o timeout") {
+			t.Fatalf("first Apply: err = %v, want the SADD error", err)
+		}
+		if b.Pending() != 1 {
+			t.Fatalf("pending after the failure = %d, want 1 (the dirty set)", b.Pending())
+		}
+		if err := st.Apply(ctx, b); err != nil {
+			t.Fatalf("second Apply: %v", err)
+		}
+		if b.Pending() != 0 {
+			t.Fatalf("pending after the retry = %d", b.Pending())
 		}
 	})
 }
@@ -412,7 +600,10 @@ func TestBloomFlushIncrementLimit(t *testing.T) {
 	counts.Add("w", bloomMinute, "hot", 250_000)
 	counts.Add("w", bloomMinute, "cold", 1)
 	c.EXPECT().Do(gomock.Any(), gomock.Any()).Return(intResult(1)).AnyTimes()
-	c.EXPECT().DoMulti(gomock.Any(), gomock.Any()).DoAndReturn(func(_ context.Context, cmds ...rueidis.Completed) []rueidis.RedisResult {
+	c.EXPECT().DoMulti(gomock.Any(), gomock.Any()).DoAndReturn(func(ctx context.Context, cmds ...rueidis.Completed) []rueidis.RedisResult {
+		if cmds[0].Commands()[0] == "ZADD" { // the index step
+			return indexOK(ctx, cmds...)
+		}
 		got := map[string]int64{}
 		res := make([]rueidis.RedisResult, len(cmds))
 		for i, cmd := range cmds {

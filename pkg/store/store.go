@@ -97,9 +97,11 @@ func (c Counts) Add(ws string, m int64, ch string, n int64) {
 // retry after a partial failure does not count twice what already landed.
 type Batch struct {
 	index     []ActiveWorkspace // the index entries this batch raises
+	minutes   map[int64][]string
 	indexDone bool
 	calls     []call
 	done      []bool
+	dirtyDone bool
 }
 
 // call is one atomic unit of a batch: a script call, or (RedisBloom) a
@@ -124,6 +126,9 @@ func (b *Batch) Pending() int {
 	if !b.indexDone {
 		n++
 	}
+	if !b.dirtyDone {
+		n++
+	}
 	for _, d := range b.done {
 		if !d {
 			n++
@@ -137,7 +142,7 @@ func (b *Batch) Pending() int {
 // keys of one hash slot only; on a single server a workspace call may mix
 // workspaces, which keeps the number of calls per flush small.
 func (s *Store) Prepare(counts Counts) *Batch {
-	b := &Batch{}
+	b := &Batch{minutes: map[int64][]string{}}
 	var cur *scriptCall
 	pairs := 0
 	startCall := func() {
@@ -153,6 +158,7 @@ func (s *Store) Prepare(counts Counts) *Batch {
 		var last int64
 		for m, byChannel := range byMinute {
 			last = max(last, m)
+			b.minutes[m] = append(b.minutes[m], ws)
 			// A bucket larger than the per-call limit is split over calls;
 			// each part sets the same EXPIREAT, so the split is harmless.
 			open := false
@@ -178,22 +184,53 @@ func (s *Store) Prepare(counts Counts) *Batch {
 	b.calls = append(b.calls, s.prepareGlobal(counts)...)
 	b.done = make([]bool, len(b.calls))
 	b.indexDone = len(b.index) == 0
+	b.dirtyDone = len(b.index) == 0
 	return b
 }
 
-// Apply sends what of b Redis has not acknowledged yet. The workspace index
-// goes first, so the scheduler can never miss a workspace whose counts landed.
+// Apply sends what of b Redis has not acknowledged yet, in three steps:
+//  1. the workspace index and the per-minute workspace sets, so the
+//     scheduler can never miss a workspace whose counts landed;
+//  2. the script calls, in parallel;
+//  3. the dirty set, only once every count landed, so a refresh triggered
+//     by it always sees them.
 func (s *Store) Apply(ctx context.Context, b *Batch) error {
 	if !b.indexDone {
-		cmd := s.c.B().Zadd().Key(s.keys.Workspaces()).Gt().ScoreMember()
+		zadd := s.c.B().Zadd().Key(s.keys.Workspaces()).Gt().ScoreMember()
 		for _, e := range b.index {
-			cmd = cmd.ScoreMember(float64(e.LastMinute), e.ID)
+			zadd = zadd.ScoreMember(float64(e.LastMinute), e.ID)
 		}
-		if err := s.c.Do(ctx, cmd.Build()).Error(); err != nil {
-			return fmt.Errorf("store.apply: workspace index: %w", err)
+		cmds := rueidis.Commands{zadd.Build()}
+		for m, wss := range b.minutes {
+			key := s.keys.MinuteWorkspaces(m)
+			cmds = append(cmds,
+				s.c.B().Sadd().Key(key).Member(wss...).Build(),
+				s.c.B().Expireat().Key(key).Timestamp(s.win.ExpireAt(m)).Build())
+		}
+		for _, r := range s.c.DoMulti(ctx, cmds...) {
+			if err := r.Error(); err != nil {
+				return fmt.Errorf("store.apply: workspace index: %w", err)
+			}
 		}
 		b.indexDone = true
 	}
+	if err := s.applyCalls(ctx, b); err != nil {
+		return err
+	}
+	if !b.dirtyDone {
+		ids := make([]string, len(b.index))
+		for i, e := range b.index {
+			ids[i] = e.ID
+		}
+		if err := s.c.Do(ctx, s.c.B().Sadd().Key(s.keys.Dirty()).Member(ids...).Build()).Error(); err != nil {
+			return fmt.Errorf("store.apply: dirty set: %w", err)
+		}
+		b.dirtyDone = true
+	}
+	return nil
+}
+
+func (s *Store) applyCalls(ctx context.Context, b *Batch) error {
 	var (
 		mu       sync.Mutex
 		firstErr error
@@ -256,15 +293,34 @@ func (s *Store) ActiveWorkspaces(ctx context.Context) ([]ActiveWorkspace, error)
 	return out, nil
 }
 
-// ForgetBefore removes from the index the workspaces whose last activity is
-// before minute m. A worker that counts a newer event in the meantime raises
-// the score first (ZADD GT), so such a workspace is never forgotten.
-func (s *Store) ForgetBefore(ctx context.Context, m int64) error {
-	err := s.c.Do(ctx, s.c.B().Zremrangebyscore().Key(s.keys.Workspaces()).Min("-inf").Max("("+strconv.FormatInt(m, 10)).Build()).Error()
-	if err != nil {
-		return fmt.Errorf("store.forget: %w", err)
+// PopDirty removes and returns up to n workspaces of the dirty set.
+func (s *Store) PopDirty(ctx context.Context, n int) ([]string, error) {
+	ids, err := s.c.Do(ctx, s.c.B().Spop().Key(s.keys.Dirty()).Count(int64(n)).Build()).AsStrSlice()
+	if err != nil && !rueidis.IsRedisNil(err) {
+		return nil, fmt.Errorf("store.pop_dirty: %w", err)
 	}
-	return nil
+	return ids, nil
+}
+
+// MinuteWorkspaces returns the workspaces that had a bucket for minute m.
+func (s *Store) MinuteWorkspaces(ctx context.Context, m int64) ([]string, error) {
+	ids, err := s.c.Do(ctx, s.c.B().Smembers().Key(s.keys.MinuteWorkspaces(m)).Build()).AsStrSlice()
+	if err != nil {
+		return nil, fmt.Errorf("store.minute_workspaces: %w", err)
+	}
+	return ids, nil
+}
+
+// ForgetBefore removes from the index the workspaces whose last activity is
+// before minute m, and returns how many. A worker that counts a newer event
+// in the meantime raises the score first (ZADD GT), so such a workspace is
+// never forgotten.
+func (s *Store) ForgetBefore(ctx context.Context, m int64) (int, error) {
+	n, err := s.c.Do(ctx, s.c.B().Zremrangebyscore().Key(s.keys.Workspaces()).Min("-inf").Max("("+strconv.FormatInt(m, 10)).Build()).AsInt64()
+	if err != nil {
+		return 0, fmt.Errorf("store.forget: %w", err)
+	}
+	return int(n), nil
 }
 
 // Refresh recomputes the cached top k of each workspace over the window

@@ -116,13 +116,13 @@ func TestIndexKeepsLatestMinute(t *testing.T) {
 	if len(active) != 1 || active[0].LastMinute != m {
 		t.Fatalf("index = %+v, want w at %d", active, m)
 	}
-	if err := st.ForgetBefore(ctx, m); err != nil {
+	if _, err := st.ForgetBefore(ctx, m); err != nil {
 		t.Fatal(err)
 	}
 	if active, _ = st.ActiveWorkspaces(ctx); len(active) != 1 {
 		t.Fatalf("ForgetBefore(m) removed a workspace active at m")
 	}
-	if err := st.ForgetBefore(ctx, m+1); err != nil {
+	if _, err := st.ForgetBefore(ctx, m+1); err != nil {
 		t.Fatal(err)
 	}
 	if active, _ = st.ActiveWorkspaces(ctx); len(active) != 0 {
