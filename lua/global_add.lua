@@ -43,9 +43,9 @@ for k = 1, #KEYS, 3 do
         redis.call('ZADD', ss, w, item)
         size = size + 1
       else
-        local low = redis.call('ZRANGE', ss, 0, 0, 'WITHSCORES')
+        -- ZPOPMIN takes the smallest score, the smallest member among ties
+        local low = redis.call('ZPOPMIN', ss)
         local min = tonumber(low[2])
-        redis.call('ZREM', ss, low[1])
         redis.call('ZREM', sse, low[1])
         redis.call('ZADD', ss, min + w, item)
         redis.call('ZADD', sse, min, item)
