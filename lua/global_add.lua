@@ -6,7 +6,9 @@
 -- KEYS     three per minute, in order, all of one shard (one hash slot):
 --            <prefix>:{g:<shard>}:ss:<minute>   sorted set, item -> count
 --            <prefix>:{g:<shard>}:sse:<minute>  sorted set, item -> error
---            <prefix>:{g:<shard>}:n:<minute>    string, events counted
+--            <prefix>:{g:<shard>}:n:<minute>    string, events counted; it grows
+--                                               with every change of the minute's
+--                                               summary, so readers use it as a version
 -- ARGV[1]  m, the capacity of every summary
 -- ARGV     then for each minute, in KEYS order:
 --            expire_at   unix seconds at which the three keys expire

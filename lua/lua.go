@@ -34,8 +34,6 @@ var (
 	refreshSource string
 	//go:embed global_add.lua
 	globalAddSource string
-	//go:embed global_union.lua
-	globalUnionSource string
 	//go:embed global_cache.lua
 	globalCacheSource string
 )
@@ -47,11 +45,9 @@ var (
 	Refresh = newScript("refresh", refreshSource)
 	// GlobalAdd feeds one shard's per-minute Space-Saving summaries (see global_add.lua).
 	GlobalAdd = newScript("global_add", globalAddSource)
-	// GlobalUnion merges one shard's summaries over a window (see global_union.lua).
-	GlobalUnion = newScript("global_union", globalUnionSource)
 	// GlobalCache replaces the cached global ranking (see global_cache.lua).
 	GlobalCache = newScript("global_cache", globalCacheSource)
 )
 
 // All lists every embedded script, in a stable order.
-func All() []*Script { return []*Script{Ingest, Refresh, GlobalAdd, GlobalUnion, GlobalCache} }
+func All() []*Script { return []*Script{Ingest, Refresh, GlobalAdd, GlobalCache} }

@@ -158,10 +158,6 @@ func (g GlobalShard) Events(m int64) string { return g.base + "n:" + strconv.For
 // Bloom is the RedisBloom TOPK summary of minute m.
 func (g GlobalShard) Bloom(m int64) string { return g.base + "bf:" + strconv.FormatInt(m, 10) }
 
-// UnionScratch and UnionErrScratch are where the union script sums a
-// window's summaries; it deletes them before returning.
-func (g GlobalShard) UnionScratch() string    { return g.base + "u" }
-func (g GlobalShard) UnionErrScratch() string { return g.base + "ue" }
 
 // GlobalItem is the id of a channel in the global view: the workspace id, a
 // '/', then the channel id, each percent-encoded (%XX, upper-case hex) where

@@ -53,6 +53,7 @@ type Scheduler struct {
 	// pending holds workspaces taken from Redis by a tick that then failed,
 	// so the next tick refreshes them.
 	pending map[string]struct{}
+	global  *store.GlobalRefresher
 }
 
 // dirtyBatch is how many dirty workspaces one SPOP takes.
@@ -88,7 +89,7 @@ func New(p Params) (*Scheduler, error) {
 	if p.Logger == nil {
 		p.Logger = slog.Default()
 	}
-	return &Scheduler{p: p, pending: map[string]struct{}{}}, nil
+	return &Scheduler{p: p, pending: map[string]struct{}{}, global: p.Store.NewGlobalRefresher()}, nil
 }
 
 // Run ticks until ctx ends. A failed tick is logged and retried on the next
@@ -168,7 +169,7 @@ func (s *Scheduler) Tick(ctx context.Context) (TickStats, error) {
 	if err != nil {
 		return TickStats{}, fmt.Errorf("scheduler.tick: %w", err)
 	}
-	if err := s.p.Store.RefreshGlobal(ctx, now, s.p.K); err != nil {
+	if err := s.global.Refresh(ctx, now, s.p.K); err != nil {
 		return TickStats{}, fmt.Errorf("scheduler.tick: %w", err)
 	}
 	return TickStats{Refreshed: len(ids), Forgotten: forgotten, Took: time.Since(began)}, nil

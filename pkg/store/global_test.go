@@ -231,3 +231,47 @@ func TestGlobalGuaranteedItems(t *testing.T) {
 		t.Fatal("the tail evicted nothing; the test is not exercising the bounds")
 	}
 }
+
+// TestGlobalRefresherFollowsChanges: a long-lived refresher re-reads only the
+// minutes that changed, yet its result always equals a fresh full read, as
+// counts arrive (also late, into older minutes) and minutes leave the window.
+func TestGlobalRefresherFollowsChanges(t *testing.T) {
+	ctx := context.Background()
+	st, _ := newStore(t, store.Options{Global: store.GlobalOptions{Shards: 2, Capacity: 8}})
+	r := st.NewGlobalRefresher()
+	now := time.Now()
+	m0 := window.Minute(now)
+	rng := rand.New(rand.NewPCG(21, 22))
+	check := func(at time.Time) {
+		t.Helper()
+		if err := r.Refresh(ctx, at, 10); err != nil {
+			t.Fatal(err)
+		}
+		got, err := st.ReadGlobal(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.RefreshGlobal(ctx, at, 10); err != nil { // a fresh, full read
+			t.Fatal(err)
+		}
+		want, err := st.ReadGlobal(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got.Entries) != fmt.Sprint(want.Entries) || got.Events != want.Events {
+			t.Fatalf("incremental refresh:\n got %v (%d events)\nwant %v (%d events)", got.Entries, got.Events, want.Entries, want.Events)
+		}
+	}
+	for round := 0; round < 6; round++ {
+		counts := store.Counts{}
+		for i := 0; i < 300; i++ {
+			counts.Add("w", m0-int64(rng.IntN(3)), fmt.Sprintf("c%d", rng.IntN(1+rng.IntN(40))), 1)
+		}
+		if err := st.Apply(ctx, st.Prepare(counts)); err != nil {
+			t.Fatal(err)
+		}
+		check(now)
+	}
+	check(now.Add(58 * time.Minute)) // the oldest minutes leave the window
+	check(now.Add(61 * time.Minute)) // all of them have left
+}
