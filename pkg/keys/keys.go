@@ -158,7 +158,6 @@ func (g GlobalShard) Events(m int64) string { return g.base + "n:" + strconv.For
 // Bloom is the RedisBloom TOPK summary of minute m.
 func (g GlobalShard) Bloom(m int64) string { return g.base + "bf:" + strconv.FormatInt(m, 10) }
 
-
 // GlobalItem is the id of a channel in the global view: the workspace id, a
 // '/', then the channel id, each percent-encoded (%XX, upper-case hex) where
 // it holds '%' or a control byte (below 0x20, or 0x7f), and the workspace
