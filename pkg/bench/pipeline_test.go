@@ -1,0 +1,205 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/topk-dev/topk/pkg/internal/testenv"
+)
+
+// syncBuffer is a bytes.Buffer safe for the benchmark's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// A tiny end-to-end run of both designs gives sane numbers and leaves
+// nothing behind. Only sanity bounds: the machine may be slow and busy.
+func TestPipelineTinyRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end benchmark run")
+	}
+	ctx := context.Background()
+	r := testenv.Redis(t)
+	k := testenv.Kafka(t, nil)
+	var progress syncBuffer
+	cfg := PipelineConfig{
+		Workload:      WorkloadChat,
+		Workspaces:    50,
+		Channels:      200,
+		Rate:          2000,
+		Duration:      5 * time.Second,
+		Warmup:        2 * time.Second,
+		Workers:       2,
+		Partitions:    4,
+		BatchAge:      200 * time.Millisecond,
+		Interval:      500 * time.Millisecond,
+		QueryRate:     200,
+		MarkerGrace:   5 * time.Second,
+		Naive:         true,
+		RedisAddr:     r.Addr(),
+		Brokers:       k.ListenAddrs(),
+		Progress:      &progress,
+		ProgressEvery: 2 * time.Second,
+	}
+	rep, err := RunPipelineReport(ctx, cfg, 1, nil, nil)
+	if err != nil {
+		t.Fatalf("%v\nprogress:\n%s", err, progress.String())
+	}
+	res := rep.Runs[0]
+	if res.Naive == nil {
+		t.Fatal("no naive phase")
+	}
+	for _, p := range []PhaseResult{res.Pipeline, *res.Naive} {
+		t.Run(p.Design, func(t *testing.T) {
+			if p.Counted <= 0 || p.IngestRate <= 0 || p.Produced <= 0 {
+				t.Errorf("counted %d (%.0f/s), produced %d", p.Counted, p.IngestRate, p.Produced)
+			}
+			if p.Rejected != 0 {
+				t.Errorf("rejected %d", p.Rejected)
+			}
+			f := p.Freshness
+			if f.N == 0 || f.Unseen == f.N || f.P99 <= 0 || f.P99 >= 10_000 {
+				t.Errorf("freshness %+v: want markers seen and 0 < p99 < 10 s", f)
+			}
+			if p.Reads.N == 0 || p.Reads.P50 <= 0 || p.Reads.Errors != 0 {
+				t.Errorf("reads %+v", p.Reads)
+			}
+			if p.Redis.CommandsPerEvent <= 0 || p.Redis.CallsPerEvent <= 0 || p.Redis.CPUSeconds < 0 || p.Redis.UsedMemory <= 0 {
+				t.Errorf("redis %+v", p.Redis)
+			}
+			if p.Process.CPUSeconds <= 0 || p.Process.PeakRSS <= 0 {
+				t.Errorf("process %+v", p.Process)
+			}
+			if !p.Lag.Judged || len(p.Lag.Samples) == 0 {
+				t.Errorf("lag %+v", p.Lag)
+			}
+		})
+	}
+	// The naive design sends a ZINCRBY and an EXPIREAT per event (the
+	// scheduler's scripts add a few more of each).
+	if by := res.Naive.Redis.CallsPerEventBy; by["zincrby"] < 0.9 || by["expireat"] < 0.9 {
+		t.Errorf("naive calls per event by command %v, want zincrby and expireat about 1", by)
+	}
+	if res.Pipeline.Redis.ScriptCalls <= res.Naive.Redis.ScriptCalls {
+		t.Errorf("script calls: pipeline %d, naive %d (the scheduler's only)", res.Pipeline.Redis.ScriptCalls, res.Naive.Redis.ScriptCalls)
+	}
+	if _, ok := res.Ratios["ingest_rate"]; !ok {
+		t.Errorf("ratios %v", res.Ratios)
+	}
+
+	// Every phase deleted its keys and topics.
+	c := testenv.Client(t, r.Addr())
+	if n, err := c.Do(ctx, c.B().Dbsize().Build()).AsInt64(); err != nil || n != 0 {
+		t.Errorf("DBSIZE after the run = %d (%v), want 0", n, err)
+	}
+
+	var md bytes.Buffer
+	rep.WriteMarkdown(&md)
+	for _, want := range []string{"sustained ingest rate", "freshness p99", "cached read p999", "Redis commands per event", "pipeline ÷ naive"} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md.String())
+		}
+	}
+	if _, err := json.Marshal(rep); err != nil {
+		t.Errorf("JSON: %v", err)
+	}
+	if !strings.Contains(progress.String(), "measuring") {
+		t.Errorf("no progress line while measuring:\n%s", progress.String())
+	}
+	t.Logf("\n%s", md.String())
+}
+
+func TestJudgeLag(t *testing.T) {
+	steady := []int64{500, 900, 300, 700, 800, 200, 600, 900, 400, 700, 500, 800}
+	growing := []int64{1000, 2000, 3000, 4000, 5000, 6000, 7000, 8000, 9000, 10000, 11000, 12000}
+	for _, tc := range []struct {
+		name    string
+		samples []int64
+		rate    float64
+		judged  bool
+		bounded bool
+	}{
+		{"steady", steady, 1000, true, true},
+		{"growing", growing, 1000, true, false},
+		{"slow drift", growing, 5000, true, false},              // 1,000/s of drift at 5,000/s offered: 7,000 vs 2,500
+		{"small relative to rate", growing, 20_000, true, true}, // all within 1 s of load
+		{"above 5 s of load", []int64{0, 0, 0, 0, 6000, 6000}, 1000, true, false},
+		{"as fast as possible", growing, 0, false, false},
+	} {
+		l := judgeLag(tc.samples, tc.rate)
+		if l.Judged != tc.judged || l.Bounded != tc.bounded {
+			t.Errorf("%s: judged %v bounded %v, want %v %v (%+v)", tc.name, l.Judged, l.Bounded, tc.judged, tc.bounded, l)
+		}
+	}
+}
+
+func TestSummarizeAndLowerBound(t *testing.T) {
+	var ds []time.Duration
+	for i := 1; i <= 1000; i++ {
+		ds = append(ds, time.Duration(i)*time.Millisecond)
+	}
+	l := summarize(ds)
+	if l.N != 1000 || l.P50 != 500 || l.P99 != 990 || l.P999 != 999 || l.Max != 1000 {
+		t.Errorf("%+v", l)
+	}
+	l.Unseen = 5 // the 5 largest are lower bounds
+	if l.lowerBound(0.99) || !l.lowerBound(0.999) {
+		t.Errorf("lower bounds: p99 %v p999 %v", l.lowerBound(0.99), l.lowerBound(0.999))
+	}
+}
+
+func TestMedianResult(t *testing.T) {
+	mk := func(rate float64, bounded bool, cmds int64, ratio float64, naive bool) PipelineResult {
+		r := PipelineResult{Pipeline: PhaseResult{Design: "pipeline", IngestRate: rate, Lag: LagResult{Bounded: bounded, Samples: []int64{1}},
+			Redis: RedisUsage{Commands: cmds, CallsPerEventBy: map[string]float64{"evalsha": ratio}}}}
+		if naive {
+			r.Naive = &PhaseResult{IngestRate: rate / 2}
+			r.Ratios = map[string]float64{"ingest_rate": ratio}
+		}
+		return r
+	}
+	m := medianResult([]PipelineResult{mk(100, true, 7, 1, true), mk(300, false, 9, 3, true), mk(200, true, 8, 2, true)})
+	p := m.Pipeline
+	if p.IngestRate != 200 || !p.Lag.Bounded || p.Redis.Commands != 8 || p.Redis.CallsPerEventBy["evalsha"] != 2 || p.Design != "pipeline" || p.Lag.Samples != nil {
+		t.Errorf("median %+v", p)
+	}
+	if m.Naive == nil || m.Naive.IngestRate != 100 || m.Ratios["ingest_rate"] != 2 {
+		t.Errorf("median naive %+v ratios %v", m.Naive, m.Ratios)
+	}
+	// Even count: mean of the middle two; a run without naive drops it.
+	m = medianResult([]PipelineResult{mk(100, true, 7, 1, true), mk(300, false, 9, 3, false)})
+	if m.Pipeline.IngestRate != 200 || m.Pipeline.Lag.Bounded || m.Naive != nil {
+		t.Errorf("median of two %+v naive %v", m.Pipeline, m.Naive)
+	}
+}
+
+func TestMarkerChannelOrder(t *testing.T) {
+	a, b := markerChannel(9), markerChannel(10)
+	if !(b > a) {
+		t.Errorf("%q should sort after %q", b, a)
+	}
+	if n, ok := parseMarker(b); !ok || n != 10 {
+		t.Errorf("parseMarker(%q) = %d, %v", b, n, ok)
+	}
+	if _, ok := parseMarker("c-001"); ok {
+		t.Error("parsed a non-marker")
+	}
+}
