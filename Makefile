@@ -6,7 +6,7 @@ GO      ?= go
 BIN     := bin/topk
 ARGS    ?=
 
-.PHONY: run test build deps vet fmt-check clean
+.PHONY: run test bench build deps vet fmt-check clean
 
 ## run: build topk, start a local Redis and an in-process Kafka broker,
 ##      generate traffic and show the live rankings (Ctrl-C stops everything).
@@ -18,6 +18,13 @@ run: deps build
 ##       start the redis-server and Kafka broker they need themselves.
 test: deps vet
 	$(GO) test -race -count=1 ./...
+
+## bench: the end-to-end pipeline benchmark (workload A at 200,000 events/s
+##        against the naive design, medians of 3 runs) and the global-view
+##        accuracy harness; see BENCHMARKS.md. Takes about 15 minutes.
+bench: deps build
+	$(BIN) bench pipeline --workload A --rate 200000 --duration 60s --warmup 10s --workers 2 --partitions 8 --naive --runs 3
+	$(BIN) bench accuracy
 
 build:
 	$(GO) build -o $(BIN) ./cmd/topk
