@@ -540,7 +540,7 @@ func (s *stream) truth(counts []int64, k int) Truth {
 			ids = append(ids, s.ids[r])
 		}
 	}
-	t.Top = exactTop(ids, t.count, k)
+	t.Top = store.Ranked(ids, t.count, k)
 	if len(t.Top) == k {
 		t.Cut = t.Top[k-1].Count
 	}

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"math"
-	"sort"
 
 	"github.com/topk-dev/topk/pkg/store"
 )
@@ -41,33 +40,11 @@ func NewTruth(counts map[string]int64, k int) Truth {
 		}
 	}
 	t.Distinct = len(ids)
-	t.Top = exactTop(ids, func(id string) int64 { return counts[id] }, k)
+	t.Top = store.Ranked(ids, func(id string) int64 { return counts[id] }, k)
 	if k > 0 && len(t.Top) == k {
 		t.Cut = t.Top[k-1].Count
 	}
 	return t
-}
-
-// exactTop sorts ids by count descending, then id descending, and returns
-// the first k (k <= 0: all) as ranked entries.
-func exactTop(ids []string, count func(string) int64, k int) []store.Entry {
-	out := make([]store.Entry, len(ids))
-	for i, id := range ids {
-		out[i] = store.Entry{ID: id, Count: count(id)}
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Count != out[j].Count {
-			return out[i].Count > out[j].Count
-		}
-		return out[i].ID > out[j].ID
-	})
-	if k > 0 && len(out) > k {
-		out = out[:k]
-	}
-	for i := range out {
-		out[i].Rank = i + 1
-	}
-	return out
 }
 
 // Estimate is one reported item, in reported order (rank = index + 1).

@@ -5,30 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/topk-dev/topk/pkg/internal/testenv"
 )
-
-// syncBuffer is a bytes.Buffer safe for the benchmark's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // A tiny end-to-end run of both designs gives sane numbers and leaves
 // nothing behind. Only sanity bounds: the machine may be slow and busy.
@@ -39,7 +20,7 @@ func TestPipelineTinyRun(t *testing.T) {
 	ctx := context.Background()
 	r := testenv.Redis(t)
 	k := testenv.Kafka(t, nil)
-	var progress syncBuffer
+	var progress testenv.SyncBuffer
 	cfg := PipelineConfig{
 		Workload:      WorkloadChat,
 		Workspaces:    50,

@@ -1,7 +1,6 @@
 package cli_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
@@ -49,30 +48,12 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent writers and readers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // runCLI runs one command to completion in-process.
 func runCLI(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var out, errOut syncBuffer
+	var out, errOut testenv.SyncBuffer
 	app := cli.App(cli.Env{Out: &out, Err: &errOut})
 	err = app.RunContext(ctx, append([]string{"topk"}, args...))
 	return out.String(), errOut.String(), err
@@ -108,8 +89,8 @@ type bgCmd struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	err    error // set before done is closed
-	out    syncBuffer
-	errOut syncBuffer
+	out    testenv.SyncBuffer
+	errOut testenv.SyncBuffer
 	once   sync.Once
 }
 
@@ -719,7 +700,7 @@ var redisStartedRe = regexp.MustCompile(`(?m)^started redis-server at (\S+) \(pi
 func TestRunStartsAndStopsRedis(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var out, errOut syncBuffer
+	var out, errOut testenv.SyncBuffer
 	err := cli.App(cli.Env{Out: &out, Err: &errOut}).RunContext(ctx, []string{"topk", "run",
 		"--duration", "5s", "--rate", "500", "--workspaces", "5", "--channels", "10"})
 	m := redisStartedRe.FindStringSubmatch(out.String())

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -365,6 +366,32 @@ type Entry struct {
 	Rank  int    `json:"rank"`
 	ID    string `json:"id"`
 	Count int64  `json:"count"`
+}
+
+// Ranked returns ids ranked the documented way (count descending, then id
+// in descending byte order: ZREVRANGE's order), the first k (k <= 0: all),
+// with ranks from 1. Ids with a count of 0 or less are left out, as Redis
+// keeps no such member. Tests and the benchmarks use it as the reference.
+func Ranked(ids []string, count func(id string) int64, k int) []Entry {
+	out := make([]Entry, 0, len(ids))
+	for _, id := range ids {
+		if n := count(id); n > 0 {
+			out = append(out, Entry{ID: id, Count: n})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Count != out[j].Count {
+			return out[i].Count > out[j].Count
+		}
+		return out[i].ID > out[j].ID
+	})
+	if k > 0 && len(out) > k {
+		out = out[:k]
+	}
+	for i := range out {
+		out[i].Rank = i + 1
+	}
+	return out
 }
 
 // Result is a cached ranking with its metadata.

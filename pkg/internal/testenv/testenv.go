@@ -5,9 +5,10 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
 	"errors"
-	"sort"
+	"sync"
 	"testing"
 
 	"github.com/redis/rueidis"
@@ -55,27 +56,30 @@ func Kafka(t testing.TB, topics map[string]int32) *kfake.Cluster {
 }
 
 // ExactTop is the reference ranking tests compare cached results with:
-// count descending, ties by id in descending byte order (the documented
-// ZREVRANGE order), ranks from 1, at most k entries (k <= 0: all).
-// Zero counts are left out, as Redis keeps no member with score 0.
+// store.Ranked over a map of exact counts.
 func ExactTop(counts map[string]int64, k int) []store.Entry {
-	out := make([]store.Entry, 0, len(counts))
-	for id, n := range counts {
-		if n > 0 {
-			out = append(out, store.Entry{ID: id, Count: n})
-		}
+	ids := make([]string, 0, len(counts))
+	for id := range counts {
+		ids = append(ids, id)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Count != out[j].Count {
-			return out[i].Count > out[j].Count
-		}
-		return out[i].ID > out[j].ID
-	})
-	if k > 0 && len(out) > k {
-		out = out[:k]
-	}
-	for i := range out {
-		out[i].Rank = i + 1
-	}
-	return out
+	return store.Ranked(ids, func(id string) int64 { return counts[id] }, k)
+}
+
+// SyncBuffer is a bytes.Buffer safe for concurrent writers and readers, for
+// capturing the output of commands that run in goroutines.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
