@@ -16,12 +16,15 @@
 --            item_1, weight_1, ..., item_n, weight_n
 -- Reply    integer: the number of evictions.
 --
--- Each (item, w), in order: a monitored item gains w; else, while fewer than
--- m items are monitored, it enters with count w and error 0; else the item
--- with the smallest count (the smallest item among equal counts, which is
--- ZRANGE's order) is evicted, and the new item enters with the evicted
--- count + w and error = the evicted count. pkg/sketch.SpaceSaving is the
--- same algorithm in Go; a test feeds both the same stream.
+-- Each minute's pairs are one batch of distinct items, merged at once
+-- (a Space-Saving merge, as in Agarwal et al., "Mergeable Summaries", 2012):
+-- min is the summary's smallest count if it holds m items, else 0; a
+-- monitored item gains its weight; every other item enters with count
+-- min + w and error min; then the smallest counts (the smallest items among
+-- equal counts, ZPOPMIN's order) are evicted until m items are left. So new
+-- items cost one bulk ZADD and evictions one ZPOPMIN, instead of several
+-- commands each. pkg/sketch.SpaceSaving.AddBatch is the same rule in Go; a
+-- test feeds both the same batches.
 --
 -- The "#!lua" line (Redis 7 script flags, none set) makes Redis refuse the
 -- script up front when it is out of memory, instead of failing it halfway.
@@ -33,27 +36,47 @@ for k = 1, #KEYS, 3 do
   local expire_at = ARGV[a]
   local n = tonumber(ARGV[a + 1])
   a = a + 2
-  local size = redis.call('ZCARD', ss)
-  local added = 0
-  for _ = 1, n do
-    local item, w = ARGV[a], tonumber(ARGV[a + 1])
+  local min = 0
+  if redis.call('ZCARD', ss) >= m then
+    min = tonumber(redis.call('ZRANGE', ss, 0, 0, 'WITHSCORES')[2])
+  end
+  local items, weights, added = {}, {}, 0
+  for j = 1, n do
+    items[j], weights[j] = ARGV[a], tonumber(ARGV[a + 1])
+    added = added + weights[j]
     a = a + 2
-    added = added + w
-    -- ZADD XX INCR: increments a monitored item, nil for any other
-    if not redis.call('ZADD', ss, 'XX', 'INCR', w, item) then
-      if size < m then
-        redis.call('ZADD', ss, w, item)
-        size = size + 1
+  end
+  local enter, errs = {}, {}
+  if n > 0 then
+    local present = redis.call('ZMSCORE', ss, unpack(items))
+    for j = 1, n do
+      if present[j] then
+        redis.call('ZINCRBY', ss, weights[j], items[j])
       else
-        -- ZPOPMIN takes the smallest score, the smallest member among ties
-        local low = redis.call('ZPOPMIN', ss)
-        local min = tonumber(low[2])
-        redis.call('ZREM', sse, low[1])
-        redis.call('ZADD', ss, min + w, item)
-        redis.call('ZADD', sse, min, item)
-        evictions = evictions + 1
+        enter[#enter + 1] = min + weights[j]
+        enter[#enter + 1] = items[j]
+        if min > 0 then
+          errs[#errs + 1] = min
+          errs[#errs + 1] = items[j]
+        end
       end
     end
+  end
+  if #enter > 0 then
+    redis.call('ZADD', ss, unpack(enter))
+  end
+  if #errs > 0 then
+    redis.call('ZADD', sse, unpack(errs))
+  end
+  local over = redis.call('ZCARD', ss) - m
+  if over > 0 then
+    local popped = redis.call('ZPOPMIN', ss, over)
+    local gone = {}
+    for j = 1, #popped, 2 do
+      gone[#gone + 1] = popped[j]
+    end
+    redis.call('ZREM', sse, unpack(gone))
+    evictions = evictions + over
   end
   redis.call('INCRBY', total, added)
   redis.call('EXPIREAT', ss, expire_at)

@@ -78,6 +78,29 @@ func (h *minHeap) replaceMin(id string, count, err int64) hitem {
 	return old
 }
 
+// popMin removes the minimum. Slots stay dense (0..len-1, as push assumes):
+// the item holding the last slot takes over the popped item's slot.
+func (h *minHeap) popMin() hitem {
+	old := h.items[0]
+	last := len(h.items) - 1
+	h.items[0] = h.items[last]
+	h.pos[h.items[0].slot] = 0
+	h.items = h.items[:last]
+	delete(h.index, old.id)
+	h.idBytes -= len(old.id)
+	if lastSlot := int32(last); old.slot != lastSlot {
+		i := h.pos[lastSlot]
+		h.items[i].slot = old.slot
+		h.pos[old.slot] = i
+		h.index[h.items[i].id] = old.slot
+	}
+	h.pos = h.pos[:last]
+	if len(h.items) > 0 {
+		h.down(0)
+	}
+	return old
+}
+
 // fix restores the heap order after items[i].count changed.
 func (h *minHeap) fix(i int) {
 	if !h.up(i) {

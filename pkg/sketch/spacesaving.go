@@ -27,8 +27,8 @@ func NewSpaceSaving(m int) (*SpaceSaving, error) {
 	return &SpaceSaving{m: m, h: newMinHeap(m)}, nil
 }
 
-// Add records weight w for item. It panics if w < 1. The rule is a contract
-// shared with the Lua implementation and must not change:
+// Add records weight w for item. It panics if w < 1. It is AddBatch with a
+// batch of one item, whose rule is the contract of the Lua implementation:
 //
 //   - if item is monitored, its count grows by w (its error is unchanged);
 //   - else, if fewer than Capacity() items are monitored, item is inserted
@@ -53,6 +53,46 @@ func (s *SpaceSaving) Add(item string, w int64) {
 	}
 	minCount := s.h.items[0].count
 	s.h.replaceMin(item, minCount+w, minCount)
+}
+
+// Weighted is one item of a batch and its weight.
+type Weighted struct {
+	Item string
+	W    int64
+}
+
+// AddBatch merges a batch of distinct items with their weights (one flush's
+// exact counts) in one step. It panics if a weight is < 1. The rule is the
+// contract of the Lua implementation (global_add.lua):
+//
+//   - min is Min() before the batch (0 when the summary is not full);
+//   - a monitored item's count grows by its weight (its error is unchanged);
+//   - every other item enters with count min + w and error min;
+//   - then, while more than Capacity() items are monitored, the one with the
+//     smallest count is evicted, ties going to the smallest id.
+//
+// The guarantees of Add hold: a monitored item's true count lies in
+// [count-err, count] (an unmonitored item had at most min before the batch),
+// and an evicted item's count, an upper bound of its true count, is at most
+// the new minimum. A batch of one item is exactly Add. Merging a whole batch
+// at once costs Redis a few bulk commands instead of several per new item.
+func (s *SpaceSaving) AddBatch(batch []Weighted) {
+	min := s.Min()
+	for _, b := range batch {
+		if b.W < 1 {
+			panic(fmt.Sprintf("sketch: SpaceSaving.AddBatch weight must be >= 1, got %d", b.W))
+		}
+		s.total += b.W
+		if i, ok := s.h.lookup(b.Item); ok {
+			s.h.items[i].count += b.W
+			s.h.down(i)
+			continue
+		}
+		s.h.push(b.Item, min+b.W, min)
+	}
+	for len(s.h.items) > s.m {
+		s.h.popMin()
+	}
 }
 
 // Len returns the number of monitored items (at most Capacity()).

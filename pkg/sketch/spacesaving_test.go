@@ -442,3 +442,63 @@ func TestSpaceSavingMemoryBytes(t *testing.T) {
 	big := mustSpaceSaving(t, 20000).MemoryBytes()
 	t.Logf("MemoryBytes: m=1000 %d B, m=20000 %d B (empty)", empty, big)
 }
+
+// TestAddBatchOfOneIsAdd: AddBatch with single-item batches behaves exactly
+// like Add, over random streams.
+func TestAddBatchOfOneIsAdd(t *testing.T) {
+	for seed := uint64(0); seed < 30; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 99))
+		m := 1 + rng.IntN(40)
+		a, _ := NewSpaceSaving(m)
+		b, _ := NewSpaceSaving(m)
+		for i := 0; i < 3000; i++ {
+			item := fmt.Sprintf("i%d", rng.IntN(1+rng.IntN(300)))
+			w := 1 + rng.Int64N(5)
+			a.Add(item, w)
+			b.AddBatch([]Weighted{{item, w}})
+		}
+		if fmt.Sprint(a.Entries()) != fmt.Sprint(b.Entries()) || a.Total() != b.Total() {
+			t.Fatalf("seed %d: Add and AddBatch of one differ:\n%v\n%v", seed, a.Entries(), b.Entries())
+		}
+	}
+}
+
+// TestAddBatchGuarantees: over random batched streams, every monitored
+// item's true count lies in [count-err, count], unmonitored items have at
+// most Min(), the size stays <= m, and every item above N/m is monitored.
+func TestAddBatchGuarantees(t *testing.T) {
+	for seed := uint64(0); seed < 200; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		m := 1 + rng.IntN(100)
+		universe := 5 + rng.IntN(3000)
+		s, _ := NewSpaceSaving(m)
+		truth := map[string]int64{}
+		for batch := 0; batch < 40; batch++ {
+			agg := map[string]int64{}
+			for i := 0; i < 1+rng.IntN(200); i++ {
+				agg[fmt.Sprintf("i%d", rng.IntN(1+rng.IntN(universe)))] += 1 + rng.Int64N(3)
+			}
+			var b []Weighted
+			for item, w := range agg {
+				b = append(b, Weighted{item, w})
+				truth[item] += w
+			}
+			s.AddBatch(b)
+			if s.Len() > m {
+				t.Fatalf("seed %d: %d items monitored, capacity %d", seed, s.Len(), m)
+			}
+			for item, tc := range truth {
+				c, e, ok := s.Count(item)
+				if ok && (c < tc || c-e > tc) {
+					t.Fatalf("seed %d: %s count %d err %d, true %d", seed, item, c, e, tc)
+				}
+				if !ok && tc > s.Min() {
+					t.Fatalf("seed %d: unmonitored %s has true %d > Min %d", seed, item, tc, s.Min())
+				}
+				if !ok && tc*int64(m) > s.Total() {
+					t.Fatalf("seed %d: %s with true %d > N/m (N=%d, m=%d) is not monitored", seed, item, tc, s.Total(), m)
+				}
+			}
+		}
+	}
+}

@@ -16,9 +16,9 @@ import (
 	"github.com/topk-dev/topk/pkg/window"
 )
 
-// TestSpaceSavingLuaMatchesGo feeds the same weighted stream to the Lua
-// summary (global_add.lua) and to the Go reference (sketch.SpaceSaving):
-// counts, errors, totals and evictions must be identical.
+// TestSpaceSavingLuaMatchesGo feeds the same batches to the Lua summary
+// (global_add.lua) and to the Go reference (sketch.SpaceSaving.AddBatch):
+// counts, errors and totals must be identical.
 func TestSpaceSavingLuaMatchesGo(t *testing.T) {
 	ctx := context.Background()
 	r := testenv.Redis(t)
@@ -40,17 +40,26 @@ func TestSpaceSavingLuaMatchesGo(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// Send in chunks of random size, as flushes would.
+			// Send batches of random size of distinct items, as flushes do.
 			for sent := 0; sent < tc.updates; {
 				n := min(1+rng.IntN(300), tc.updates-sent)
-				args := []string{strconv.Itoa(tc.m), "4102444800", strconv.Itoa(n)}
+				agg := map[string]int64{}
+				var order []string
 				for i := 0; i < n; i++ {
 					// skewed: low ids far more often
 					item := fmt.Sprintf("i%d", rng.IntN(1+rng.IntN(tc.universe)))
-					w := 1 + rng.Int64N(tc.maxWeight)
-					ref.Add(item, w)
-					args = append(args, item, strconv.FormatInt(w, 10))
+					if agg[item] == 0 {
+						order = append(order, item)
+					}
+					agg[item] += 1 + rng.Int64N(tc.maxWeight)
 				}
+				args := []string{strconv.Itoa(tc.m), "4102444800", strconv.Itoa(len(order))}
+				batch := make([]sketch.Weighted, len(order))
+				for i, item := range order {
+					batch[i] = sketch.Weighted{Item: item, W: agg[item]}
+					args = append(args, item, strconv.FormatInt(agg[item], 10))
+				}
+				ref.AddBatch(batch)
 				if err := lua.GlobalAdd.Exec(ctx, c, ks, args).Error(); err != nil {
 					t.Fatal(err)
 				}

@@ -32,6 +32,7 @@ var ErrBadReply = errors.New("unexpected reply from Redis")
 const (
 	DefaultMaxPairsPerCall = 2000
 	DefaultParallelCalls   = 16
+	maxPairsPerCall        = 3000
 )
 
 // Options tunes how writes are split into script calls.
@@ -61,6 +62,9 @@ func New(c rueidis.Client, ks keys.Space, w window.Window, opts Options) *Store 
 	if opts.MaxPairsPerCall <= 0 {
 		opts.MaxPairsPerCall = DefaultMaxPairsPerCall
 	}
+	// global_add.lua unpacks up to 2 values per pair onto Lua's stack,
+	// which holds at most 8000.
+	opts.MaxPairsPerCall = min(opts.MaxPairsPerCall, maxPairsPerCall)
 	if opts.ParallelCalls <= 0 {
 		opts.ParallelCalls = DefaultParallelCalls
 	}
