@@ -42,7 +42,7 @@ const (
 // Defaults of GlobalOptions.
 const (
 	DefaultGlobalShards   = 4
-	DefaultGlobalCapacity = 2000
+	DefaultGlobalCapacity = 3000
 	DefaultBloomWidth     = 8
 	DefaultBloomDepth     = 7
 	DefaultBloomDecay     = 0.9
