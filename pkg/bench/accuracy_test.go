@@ -108,8 +108,11 @@ func TestAccuracyDetectsErrors(t *testing.T) {
 	if rd.MeetsTargets(TargetRecall, TargetMaxRelErr) {
 		t.Error("a 20-item summary meets the targets")
 	}
-	if rd.ErrorBound <= 0 || rd.Memory.ByKind["sse"] <= 0 {
-		t.Errorf("error bound %d, sse memory %d: evictions should show", rd.ErrorBound, rd.Memory.ByKind["sse"])
+	// Evictions show in the bound (the smallest counts of full summaries).
+	// Per-item errors need a second batch into a minute, which this small
+	// stream (one flush per minute) does not make.
+	if rd.ErrorBound <= 0 {
+		t.Errorf("error bound %d: evictions should show", rd.ErrorBound)
 	}
 	if rd.BoundViolations != 0 || rd.GuaranteedWrong != 0 {
 		t.Errorf("%d true counts outside the bounds, %d wrongly guaranteed", rd.BoundViolations, rd.GuaranteedWrong)

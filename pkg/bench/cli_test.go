@@ -73,7 +73,7 @@ func TestBenchAccuracyCommandMarkdown(t *testing.T) {
 	for _, want := range []string{
 		"Command: `topk bench accuracy --skew 1.0 --items 5000",
 		"Redis 7", "(throwaway redis-server)",
-		"### Zipf 1.00, m = 2,000", "| recall@20 |", "CMS + heap in Go (reference point only)",
+		"### Zipf 1.00, m = 3,000", "| recall@20 |", "CMS + heap in Go (reference point only)",
 		"### Summary",
 	} {
 		if !strings.Contains(stdout, want) {
