@@ -263,9 +263,7 @@ func (r *Redis) startLocked(ctx context.Context) (portInUse bool, err error) {
 	cmd.Dir = r.dir
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
-	// Its own process group: the terminal's SIGINT on Ctrl-C goes to the
-	// foreground group, i.e. only to us, and we stop the server in order.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = childAttr()
 	if err := cmd.Start(); err != nil {
 		return false, fmt.Errorf("devenv: start redis-server: %w", err)
 	}
