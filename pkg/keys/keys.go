@@ -102,19 +102,12 @@ func (w Workspace) TopMeta(window string) string { return w.base + "top:" + wind
 // it over Top, so readers never see a half-written ranking.
 func (w Workspace) TopScratch(window string) string { return w.base + "top:" + window + ":tmp" }
 
-// tagEscaper percent-encodes the two bytes that could change the meaning of a
-// hash tag: '}' (would end the tag early) and '%' (the escape byte itself).
-var tagEscaper = strings.NewReplacer("%", "%25", "}", "%7D")
-
 // EscapeTag encodes a workspace id for use inside a hash tag: '%' becomes
 // "%25" and '}' becomes "%7D"; every other byte is kept as is. The mapping is
 // injective, so two workspaces never share keys, and the whole id stays
 // inside the tag, so distinct workspaces spread over cluster slots.
 func EscapeTag(ws string) string {
-	if !strings.ContainsAny(ws, "%}") {
-		return ws
-	}
-	return tagEscaper.Replace(ws)
+	return percentEncode(ws, func(c byte) bool { return c == '%' || c == '}' })
 }
 
 // Global builds the keys of the cached global ranking (hash tag {g}).
@@ -165,15 +158,23 @@ func (g GlobalShard) Bloom(m int64) string { return g.base + "bf:" + strconv.For
 // mapping is reversible, and no id carries bytes that RedisBloom's replies
 // (simple strings) cannot.
 func GlobalItem(ws, ch string) string {
-	return escapeItemPart(ws, true) + "/" + escapeItemPart(ch, false)
+	return percentEncode(ws, itemByte(true)) + "/" + percentEncode(ch, itemByte(false))
 }
 
-func escapeItemPart(s string, slash bool) string {
+// itemByte reports the bytes a part of a global item id escapes.
+func itemByte(slash bool) func(c byte) bool {
+	return func(c byte) bool { return c == '%' || c < 0x20 || c == 0x7f || (slash && c == '/') }
+}
+
+// percentEncode replaces each byte of s for which special is true by %XX
+// (upper-case hex), the one escape of every key and item id. '%' itself must
+// be special, so the encoding stays reversible.
+func percentEncode(s string, special func(c byte) bool) string {
 	const hex = "0123456789ABCDEF"
 	var b []byte // nil until the first byte that needs escaping
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if c == '%' || c < 0x20 || c == 0x7f || (slash && c == '/') {
+		if special(c) {
 			if b == nil {
 				b = append(make([]byte, 0, len(s)+8), s[:i]...)
 			}
