@@ -89,13 +89,8 @@ func runWorkers(ctx context.Context, workers []*ingest.Worker, log *slog.Logger)
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				var consumed, counted, rejected int64
-				for _, w := range workers {
-					consumed += w.Stats().Consumed.Load()
-					counted += w.Stats().Counted.Load()
-					rejected += w.Stats().Rejected.Load()
-				}
-				log.Info("ingest totals", "consumed", consumed, "counted", counted, "rejected", rejected)
+				t := sumStats(workers)
+				log.Info("ingest totals", "consumed", t.consumed, "counted", t.counted, "rejected", t.rejected)
 			}
 		}
 	}()
@@ -104,4 +99,17 @@ func runWorkers(ctx context.Context, workers []*ingest.Worker, log *slog.Logger)
 		return cli.Exit(firstErr.Error(), 1)
 	}
 	return nil
+}
+
+// workerTotals sums the running totals of several workers.
+type workerTotals struct{ consumed, counted, rejected int64 }
+
+func sumStats(workers []*ingest.Worker) workerTotals {
+	var t workerTotals
+	for _, w := range workers {
+		t.consumed += w.Stats().Consumed.Load()
+		t.counted += w.Stats().Counted.Load()
+		t.rejected += w.Stats().Rejected.Load()
+	}
+	return t
 }

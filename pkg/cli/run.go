@@ -164,11 +164,8 @@ type display struct {
 }
 
 func (d *display) print(ctx context.Context, p *loadgen.Progress, workers []*ingest.Worker) {
-	var counted, rejected int64
-	for _, w := range workers {
-		counted += w.Stats().Counted.Load()
-		rejected += w.Stats().Rejected.Load()
-	}
+	t := sumStats(workers)
+	counted, rejected := t.counted, t.rejected
 	if d.clear {
 		fmt.Fprint(d.env.Out, "\033[H\033[2J")
 	}

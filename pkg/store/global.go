@@ -508,15 +508,9 @@ func (s *Store) bloomUnion(ctx context.Context, sh int, buckets []int64, c int) 
 	return u, nil
 }
 
-// sortCandidates orders by count descending, then id descending: the order
-// of the cached sorted set under ZREVRANGE.
+// sortCandidates puts candidates in the ranking order of the cached set.
 func sortCandidates(cs []candidate) {
-	sort.Slice(cs, func(i, j int) bool {
-		if cs[i].count != cs[j].count {
-			return cs[i].count > cs[j].count
-		}
-		return cs[i].item > cs[j].item
-	})
+	sort.Slice(cs, func(i, j int) bool { return ranksBefore(cs[i].count, cs[i].item, cs[j].count, cs[j].item) })
 }
 
 // mergeShards picks the global top k from the shards' candidates. Shards

@@ -372,6 +372,15 @@ type Entry struct {
 	Count int64  `json:"count"`
 }
 
+// ranksBefore is the documented ranking order: count descending, then id in
+// descending byte order, which is ZREVRANGE's order on a sorted set.
+func ranksBefore(countA int64, idA string, countB int64, idB string) bool {
+	if countA != countB {
+		return countA > countB
+	}
+	return idA > idB
+}
+
 // Ranked returns ids ranked the documented way (count descending, then id
 // in descending byte order: ZREVRANGE's order), the first k (k <= 0: all),
 // with ranks from 1. Ids with a count of 0 or less are left out, as Redis
@@ -383,12 +392,7 @@ func Ranked(ids []string, count func(id string) int64, k int) []Entry {
 			out = append(out, Entry{ID: id, Count: n})
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Count != out[j].Count {
-			return out[i].Count > out[j].Count
-		}
-		return out[i].ID > out[j].ID
-	})
+	sort.Slice(out, func(i, j int) bool { return ranksBefore(out[i].Count, out[i].ID, out[j].Count, out[j].ID) })
 	if k > 0 && len(out) > k {
 		out = out[:k]
 	}
