@@ -513,22 +513,24 @@ func (s *stream) rankOf(id string) (int32, bool) {
 	return int32(r), true
 }
 
-// truth builds the exact answer from the exact count of every rank.
+// truth builds the exact answer from the exact count of every rank. Only
+// the ids at or above the k-th count are ranked: a million others cannot
+// be in the top k.
 func (s *stream) truth(counts []int64, k int) Truth {
-	t := Truth{count: func(id string) int64 {
+	count := func(id string) int64 {
 		if r, ok := s.rankOf(id); ok {
 			return counts[r]
 		}
 		return 0
-	}}
+	}
+	var total int64
 	nonzero := make([]int64, 0, len(counts))
 	for _, n := range counts {
 		if n > 0 {
 			nonzero = append(nonzero, n)
-			t.Total += n
+			total += n
 		}
 	}
-	t.Distinct = len(nonzero)
 	var cut int64 = 1
 	if len(nonzero) >= k {
 		slices.SortFunc(nonzero, func(a, b int64) int { return cmp.Compare(b, a) })
@@ -540,11 +542,7 @@ func (s *stream) truth(counts []int64, k int) Truth {
 			ids = append(ids, s.ids[r])
 		}
 	}
-	t.Top = store.Ranked(ids, t.count, k)
-	if len(t.Top) == k {
-		t.Cut = t.Top[k-1].Count
-	}
-	return t
+	return newTruth(ids, count, total, len(nonzero), k)
 }
 
 // flush is one flush's events, aggregated by (rank, minute of the hour).

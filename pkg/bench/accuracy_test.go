@@ -123,7 +123,7 @@ func TestAccuracyDetectsErrors(t *testing.T) {
 }
 
 func TestCompare(t *testing.T) {
-	truth := NewTruth(map[string]int64{"a": 100, "b": 80, "c": 50, "d": 50, "e": 10, "f": 0}, 3)
+	truth := truthOf(map[string]int64{"a": 100, "b": 80, "c": 50, "d": 50, "e": 10, "f": 0}, 3)
 	// Exact order: a 100, b 80, d 50 (ties by id descending), then c 50.
 	if truth.Cut != 50 || truth.Total != 290 || truth.Distinct != 5 || len(truth.Top) != 3 || truth.Top[2].ID != "d" {
 		t.Fatalf("truth %+v", truth)
@@ -236,4 +236,17 @@ func TestGroup(t *testing.T) {
 			t.Errorf("group(%d) = %q, want %q", n, got, want)
 		}
 	}
+}
+
+// truthOf builds the exact answer from a map of exact counts.
+func truthOf(counts map[string]int64, k int) Truth {
+	var ids []string
+	var total int64
+	for id, n := range counts {
+		if n > 0 {
+			ids = append(ids, id)
+			total += n
+		}
+	}
+	return newTruth(ids, func(id string) int64 { return counts[id] }, total, len(ids), k)
 }

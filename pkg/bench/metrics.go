@@ -28,19 +28,12 @@ type Truth struct {
 // Count returns the exact count of id (0 if it never occurred).
 func (t Truth) Count(id string) int64 { return t.count(id) }
 
-// NewTruth builds the exact answer from exact counts: the top k (k <= 0: all)
-// and a lookup of every count.
-func NewTruth(counts map[string]int64, k int) Truth {
-	t := Truth{count: func(id string) int64 { return counts[id] }}
-	ids := make([]string, 0, len(counts))
-	for id, n := range counts {
-		if n > 0 {
-			ids = append(ids, id)
-			t.Total += n
-		}
-	}
-	t.Distinct = len(ids)
-	t.Top = store.Ranked(ids, func(id string) int64 { return counts[id] }, k)
+// newTruth completes the exact answer from the ids that can rank in the top
+// k (every id with a count, or fewer when the rest is known to rank below),
+// the lookup of every exact count, and the stream's totals.
+func newTruth(candidates []string, count func(id string) int64, total int64, distinct, k int) Truth {
+	t := Truth{count: count, Total: total, Distinct: distinct}
+	t.Top = store.Ranked(candidates, count, k)
 	if k > 0 && len(t.Top) == k {
 		t.Cut = t.Top[k-1].Count
 	}
