@@ -168,7 +168,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer stopGrace()
 
 	log := w.cfg.Logger.With("topic", w.cfg.Topic, "group", w.cfg.Group)
-	log.Info("ingest worker started", "dlq", w.cfg.DLQTopic, "batch_events", w.cfg.BatchEvents, "batch_age", w.cfg.BatchAge)
+	log.Info("ingest worker started", "dlq", w.cfg.DLQTopic, "batch_events", w.cfg.BatchEvents, "batch_age", w.cfg.BatchAge,
+		"global_backend", w.cfg.Store.GlobalBackend())
 	b := newBatch()
 	summary := newRejectSummary(log, 10*time.Second)
 	for {

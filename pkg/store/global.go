@@ -279,12 +279,11 @@ type GlobalResult struct {
 
 // candidate is an item returned by one shard's union.
 type candidate struct {
-	item     string
-	count    int64
-	err      int64 // Space-Saving error summed over the window; -1 unknown
-	minsum   int64 // the shard's bound for minutes where the item is absent
-	shard    int
-	selected bool
+	item   string
+	count  int64
+	err    int64 // Space-Saving error summed over the window; -1 unknown
+	minsum int64 // the shard's bound for minutes where the item is absent
+	shard  int
 }
 
 type shardUnion struct {
@@ -527,21 +526,19 @@ func mergeShards(unions []shardUnion, k int, errorsKnown bool) GlobalResult {
 		res.Events += u.events
 	}
 	sortCandidates(all)
-	selected := all[:min(k, len(all))]
-	for i := range selected {
-		selected[i].selected = true
+	selected, left := all[:min(k, len(all))], all[min(k, len(all)):]
+	// The highest possible count of anything not selected: per shard, its
+	// best candidate left out (0 if none) plus its bound for absent minutes.
+	best := make([]int64, len(unions))
+	seen := make([]bool, len(unions))
+	for _, c := range left {
+		if !seen[c.shard] {
+			seen[c.shard], best[c.shard] = true, c.count
+		}
 	}
-	// The highest possible count of anything not selected, per shard.
 	threshold := int64(0)
 	for sh, u := range unions {
-		best := int64(0)
-		for _, c := range all {
-			if c.shard == sh && !c.selected {
-				best = c.count
-				break
-			}
-		}
-		threshold = max(threshold, best+u.minsum)
+		threshold = max(threshold, best[sh]+u.minsum)
 	}
 	res.K = k
 	for i, c := range selected {

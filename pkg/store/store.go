@@ -72,9 +72,6 @@ func New(c rueidis.Client, ks keys.Space, w window.Window, opts Options) *Store 
 	return &Store{c: c, keys: ks, win: w, cluster: c.Mode() == rueidis.ClientModeCluster, opts: opts}
 }
 
-// Keys returns the key space the store uses.
-func (s *Store) Keys() keys.Space { return s.keys }
-
 // Window returns the window the store uses.
 func (s *Store) Window() window.Window { return s.win }
 
