@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -206,4 +208,63 @@ func (w *naiveWorker) doMulti(ctx context.Context, cmds rueidis.Commands) error 
 		}
 	}
 	return nil
+}
+
+// naiveRefreshParallel bounds the workspaces the naive refresh sums at once.
+const naiveRefreshParallel = 16
+
+// naiveRefresh is the seed's refresh, for the naive baseline, whose writes
+// keep no running window sum: per workspace one MULTI/EXEC that sums the
+// window's buckets with ZUNIONSTORE (into the workspace's running-sum key,
+// which the baseline does not otherwise use), stores the top k of the sum
+// over the cached key, deletes the sum and writes the meta hash, so its
+// results read exactly like the product's.
+func naiveRefresh(c rueidis.Client, ks keys.Space, win window.Window) func(context.Context, []string, time.Time, int) error {
+	return func(ctx context.Context, ids []string, now time.Time, k int) error {
+		buckets := win.Buckets(now)
+		ttl := int64((win.Span() + win.Grace) / time.Second)
+		nowMS := strconv.FormatInt(now.UnixMilli(), 10)
+		var (
+			sem      = make(chan struct{}, naiveRefreshParallel)
+			wg       sync.WaitGroup
+			mu       sync.Mutex
+			firstErr error
+		)
+		for _, ws := range ids {
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				wk := ks.Workspace(ws)
+				sum, top, meta := wk.Win(keys.Window1h), wk.Top(keys.Window1h), wk.TopMeta(keys.Window1h)
+				bucketKeys := make([]string, len(buckets))
+				for i, m := range buckets {
+					bucketKeys[i] = wk.Bucket(m)
+				}
+				for _, r := range c.DoMulti(ctx,
+					c.B().Multi().Build(),
+					c.B().Zunionstore().Destination(sum).Numkeys(int64(len(bucketKeys))).Key(bucketKeys...).Build(),
+					c.B().Zrangestore().Dst(top).Src(sum).Min("0").Max(strconv.Itoa(k-1)).Rev().Build(),
+					c.B().Del().Key(sum).Build(),
+					c.B().Expire().Key(top).Seconds(ttl).Build(),
+					c.B().Hset().Key(meta).FieldValue().FieldValue("computed_at", nowMS).
+						FieldValue("window_start", strconv.FormatInt(buckets[0]*60_000, 10)).
+						FieldValue("window_end", nowMS).FieldValue("k", strconv.Itoa(k)).Build(),
+					c.B().Expire().Key(meta).Seconds(ttl).Build(),
+					c.B().Exec().Build(),
+				) {
+					if err := r.Error(); err != nil {
+						mu.Lock()
+						if firstErr == nil {
+							firstErr = fmt.Errorf("bench.naive: refresh %q: %w", ws, err)
+						}
+						mu.Unlock()
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		return firstErr
+	}
 }

@@ -773,7 +773,11 @@ func (p *phase) run(ctx context.Context, seed uint64) (PhaseResult, error) {
 	default:
 		return PhaseResult{}, fmt.Errorf("bench.pipeline: unknown design %q", p.design)
 	}
-	sched, err := scheduler.New(scheduler.Params{Store: st, Interval: cfg.Interval, K: cfg.K, Logger: e.log})
+	sp := scheduler.Params{Store: st, Interval: cfg.Interval, K: cfg.K, Logger: e.log}
+	if p.design == designNaive {
+		sp.Refresh = naiveRefresh(storeClient, p.ks, window.Hour)
+	}
+	sched, err := scheduler.New(sp)
 	if err != nil {
 		return PhaseResult{}, fmt.Errorf("bench.pipeline: %w", err)
 	}

@@ -98,9 +98,18 @@ func (w Workspace) Top(window string) string { return w.base + "top:" + window }
 // TopMeta is the hash describing the cached result for window.
 func (w Workspace) TopMeta(window string) string { return w.base + "top:" + window + ":meta" }
 
-// TopScratch is where the refresh script builds a new result before renaming
-// it over Top, so readers never see a half-written ranking.
-func (w Workspace) TopScratch(window string) string { return w.base + "top:" + window + ":tmp" }
+// Win is the running sum of the window's minute buckets (sorted set): the
+// ingest script adds each flush to it, the refresh script subtracts a bucket
+// once, when its minute leaves the window, and copies the top K from it.
+func (w Workspace) Win(window string) string { return w.base + "win:" + window }
+
+// WinThrough holds the newest unix minute already subtracted from Win, so a
+// late count for that minute or an older one never enters Win again.
+func (w Workspace) WinThrough(window string) string { return w.base + "win:" + window + ":through" }
+
+// WinMinutes is the set of unix minutes added to Win and not yet subtracted
+// (sorted set, member = score = minute).
+func (w Workspace) WinMinutes(window string) string { return w.base + "win:" + window + ":minutes" }
 
 // EscapeTag encodes a workspace id for use inside a hash tag: '%' becomes
 // "%25" and '}' becomes "%7D"; every other byte is kept as is. The mapping is

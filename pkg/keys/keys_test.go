@@ -18,7 +18,7 @@ func TestKeyContract(t *testing.T) {
 		bucket     string
 		top        string
 		meta       string
-		scratch    string
+		win        string
 		workspaces string
 	}{
 		{
@@ -26,7 +26,7 @@ func TestKeyContract(t *testing.T) {
 			bucket:     "topk:{w:w1}:m:29574613",
 			top:        "topk:{w:w1}:top:1h",
 			meta:       "topk:{w:w1}:top:1h:meta",
-			scratch:    "topk:{w:w1}:top:1h:tmp",
+			win:        "topk:{w:w1}:win:1h",
 			workspaces: "topk:workspaces",
 		},
 		{
@@ -34,7 +34,7 @@ func TestKeyContract(t *testing.T) {
 			bucket:     "topk:{w:w1}:m:29574613",
 			top:        "topk:{w:w1}:top:1h",
 			meta:       "topk:{w:w1}:top:1h:meta",
-			scratch:    "topk:{w:w1}:top:1h:tmp",
+			win:        "topk:{w:w1}:win:1h",
 			workspaces: "topk:workspaces",
 		},
 		{
@@ -42,7 +42,7 @@ func TestKeyContract(t *testing.T) {
 			bucket:     "app1:topk:{w:w1}:m:29574613",
 			top:        "app1:topk:{w:w1}:top:1h",
 			meta:       "app1:topk:{w:w1}:top:1h:meta",
-			scratch:    "app1:topk:{w:w1}:top:1h:tmp",
+			win:        "app1:topk:{w:w1}:win:1h",
 			workspaces: "app1:topk:workspaces",
 		},
 		{
@@ -50,7 +50,7 @@ func TestKeyContract(t *testing.T) {
 			bucket:     "topk:{w:a%7Db%25c{d:e}:m:29574613",
 			top:        "topk:{w:a%7Db%25c{d:e}:top:1h",
 			meta:       "topk:{w:a%7Db%25c{d:e}:top:1h:meta",
-			scratch:    "topk:{w:a%7Db%25c{d:e}:top:1h:tmp",
+			win:        "topk:{w:a%7Db%25c{d:e}:win:1h",
 			workspaces: "topk:workspaces",
 		},
 	}
@@ -63,7 +63,9 @@ func TestKeyContract(t *testing.T) {
 				{"Bucket", w.Bucket(29574613), tt.bucket},
 				{"Top", w.Top(keys.Window1h), tt.top},
 				{"TopMeta", w.TopMeta(keys.Window1h), tt.meta},
-				{"TopScratch", w.TopScratch(keys.Window1h), tt.scratch},
+				{"Win", w.Win(keys.Window1h), tt.win},
+				{"WinThrough", w.WinThrough(keys.Window1h), tt.win + ":through"},
+				{"WinMinutes", w.WinMinutes(keys.Window1h), tt.win + ":minutes"},
 				{"Workspaces", s.Workspaces(), tt.workspaces},
 			} {
 				if c.got != c.want {
@@ -286,7 +288,9 @@ func TestHashTagProperty(t *testing.T) {
 				w.Bucket(-5),
 				w.Top(keys.Window1h),
 				w.TopMeta(keys.Window1h),
-				w.TopScratch(keys.Window1h),
+				w.Win(keys.Window1h),
+				w.WinThrough(keys.Window1h),
+				w.WinMinutes(keys.Window1h),
 				w.Top("24h"),
 			} {
 				if got := hashTag(key); got != want {
@@ -320,7 +324,9 @@ func TestDistinctWorkspacesDistinctKeys(t *testing.T) {
 			{a.Bucket(1), b.Bucket(1)},
 			{a.Top(keys.Window1h), b.Top(keys.Window1h)},
 			{a.TopMeta(keys.Window1h), b.TopMeta(keys.Window1h)},
-			{a.TopScratch(keys.Window1h), b.TopScratch(keys.Window1h)},
+			{a.Win(keys.Window1h), b.Win(keys.Window1h)},
+			{a.WinThrough(keys.Window1h), b.WinThrough(keys.Window1h)},
+			{a.WinMinutes(keys.Window1h), b.WinMinutes(keys.Window1h)},
 		} {
 			if k[0] == k[1] {
 				t.Errorf("workspaces %q and %q share the key %q", p[0], p[1], k[0])
@@ -335,13 +341,13 @@ func Example() {
 	fmt.Println(w.Bucket(29574613))
 	fmt.Println(w.Top(keys.Window1h))
 	fmt.Println(w.TopMeta(keys.Window1h))
-	fmt.Println(w.TopScratch(keys.Window1h))
+	fmt.Println(w.Win(keys.Window1h))
 	fmt.Println(s.Workspaces())
 	// Output:
 	// topk:{w:T0%7D42}:m:29574613
 	// topk:{w:T0%7D42}:top:1h
 	// topk:{w:T0%7D42}:top:1h:meta
-	// topk:{w:T0%7D42}:top:1h:tmp
+	// topk:{w:T0%7D42}:win:1h
 	// topk:workspaces
 }
 

@@ -42,6 +42,10 @@ type Params struct {
 	K        int              // entries per cached ranking; default 100
 	Clock    func() time.Time // default time.Now; tests inject a simulated clock
 	Logger   *slog.Logger
+	// Refresh recomputes the cached rankings of workspaces at now; default
+	// Store.Refresh. The benchmark's naive baseline, which keeps no running
+	// window sums, supplies the seed's union of buckets instead.
+	Refresh func(ctx context.Context, workspaces []string, now time.Time, k int) error
 }
 
 // Scheduler refreshes cached rankings on a ticker. Its methods are not safe
@@ -88,6 +92,9 @@ func New(p Params) (*Scheduler, error) {
 	}
 	if p.Logger == nil {
 		p.Logger = slog.Default()
+	}
+	if p.Refresh == nil {
+		p.Refresh = p.Store.Refresh
 	}
 	return &Scheduler{p: p, pending: map[string]struct{}{}, global: p.Store.NewGlobalRefresher()}, nil
 }
@@ -157,7 +164,7 @@ func (s *Scheduler) Tick(ctx context.Context) (TickStats, error) {
 	for id := range todo {
 		ids = append(ids, id)
 	}
-	if err := s.p.Store.Refresh(ctx, ids, now, s.p.K); err != nil {
+	if err := s.p.Refresh(ctx, ids, now, s.p.K); err != nil {
 		return TickStats{}, fmt.Errorf("scheduler.tick: %w", err)
 	}
 	s.pending = map[string]struct{}{}

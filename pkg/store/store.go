@@ -139,55 +139,117 @@ func (b *Batch) Pending() int {
 	return n
 }
 
-// Prepare turns counts into calls: the per-workspace minute buckets, and
-// the global view's per-minute summaries. On a cluster each call carries the
-// keys of one hash slot only; on a single server a workspace call may mix
-// workspaces, which keeps the number of calls per flush small.
+// Prepare turns counts into calls: the per-workspace minute buckets and
+// running window sums, and the global view's per-minute summaries. On a
+// cluster each call carries the keys of one hash slot only; on a single
+// server a workspace call may mix workspaces, which keeps the number of
+// calls per flush small.
 func (s *Store) Prepare(counts Counts) *Batch {
 	b := &Batch{minutes: map[int64][]string{}}
-	var cur *scriptCall
-	pairs := 0
-	startCall := func() {
-		cur = &scriptCall{script: lua.Ingest}
-		b.calls = append(b.calls, cur)
-		pairs = 0
-	}
+	ib := ingestCalls{max: s.opts.MaxPairsPerCall, win: s.win}
 	for ws, byMinute := range counts {
-		if cur == nil || s.cluster {
-			startCall()
+		if s.cluster {
+			ib.newCall()
 		}
 		wk := s.keys.Workspace(ws)
+		ib.openGroup(wk)
 		var last int64
 		for m, byChannel := range byMinute {
 			last = max(last, m)
 			b.minutes[m] = append(b.minutes[m], ws)
-			// A bucket larger than the per-call limit is split over calls;
-			// each part sets the same EXPIREAT, so the split is harmless.
-			open := false
-			var nIdx int
+			ib.openBucket(m)
 			for ch, n := range byChannel {
-				if pairs >= s.opts.MaxPairsPerCall {
-					startCall()
-					open = false
-				}
-				if !open {
-					cur.keys = append(cur.keys, wk.Bucket(m))
-					cur.args = append(cur.args, strconv.FormatInt(s.win.ExpireAt(m), 10), "0")
-					nIdx = len(cur.args) - 1
-					open = true
-				}
-				cur.args = append(cur.args, ch, strconv.FormatInt(n, 10))
-				cur.args[nIdx] = strconv.Itoa((len(cur.args) - nIdx - 1) / 2)
-				pairs++
+				ib.add(ch, n)
 			}
 		}
 		b.index = append(b.index, ActiveWorkspace{ID: ws, LastMinute: last})
 	}
-	b.calls = append(b.calls, s.prepareGlobal(counts)...)
+	b.calls = append(ib.finish(), s.prepareGlobal(counts)...)
 	b.done = make([]bool, len(b.calls))
 	b.indexDone = len(b.index) == 0
 	b.dirtyDone = len(b.index) == 0
 	return b
+}
+
+// ingestCalls packs workspace groups into ingest.lua calls of at most max
+// pairs each (see the script for the layout). A group or a bucket that does
+// not fit is continued in the next call under the same keys: each part
+// adds its own counts, so the split is harmless.
+type ingestCalls struct {
+	max   int
+	win   window.Window
+	calls []call
+
+	cur   *scriptCall
+	pairs int // pairs in cur
+
+	// The open group and bucket: their headers in cur.args are patched with
+	// the final counts when they close.
+	wk          keys.Workspace
+	groupOpen   bool
+	groupHeader int // index of the group's bucket count in cur.args
+	buckets     int
+	bucketOpen  bool
+	bucketHdr   int // index of the bucket's pair count in cur.args
+	minute      int64
+}
+
+func (ic *ingestCalls) newCall() {
+	ic.closeGroup()
+	ic.cur = &scriptCall{script: lua.Ingest}
+	ic.calls = append(ic.calls, ic.cur)
+	ic.pairs = 0
+}
+
+func (ic *ingestCalls) openGroup(wk keys.Workspace) {
+	ic.closeGroup()
+	if ic.cur == nil {
+		ic.newCall()
+	}
+	ic.wk = wk
+	ic.cur.keys = append(ic.cur.keys, wk.Win(keys.Window1h), wk.WinThrough(keys.Window1h), wk.WinMinutes(keys.Window1h))
+	ic.cur.args = append(ic.cur.args, "")
+	ic.groupOpen, ic.groupHeader, ic.buckets = true, len(ic.cur.args)-1, 0
+}
+
+func (ic *ingestCalls) openBucket(m int64) {
+	ic.closeBucket()
+	ic.minute = m
+	ic.cur.keys = append(ic.cur.keys, ic.wk.Bucket(m))
+	ic.cur.args = append(ic.cur.args, strconv.FormatInt(m, 10), strconv.FormatInt(ic.win.ExpireAt(m), 10), "")
+	ic.bucketOpen, ic.bucketHdr = true, len(ic.cur.args)-1
+	ic.buckets++
+}
+
+func (ic *ingestCalls) add(ch string, n int64) {
+	if ic.pairs >= ic.max {
+		wk, m := ic.wk, ic.minute
+		ic.newCall()
+		ic.openGroup(wk)
+		ic.openBucket(m)
+	}
+	ic.cur.args = append(ic.cur.args, ch, strconv.FormatInt(n, 10))
+	ic.pairs++
+}
+
+func (ic *ingestCalls) closeBucket() {
+	if ic.bucketOpen {
+		ic.cur.args[ic.bucketHdr] = strconv.Itoa((len(ic.cur.args) - ic.bucketHdr - 1) / 2)
+		ic.bucketOpen = false
+	}
+}
+
+func (ic *ingestCalls) closeGroup() {
+	ic.closeBucket()
+	if ic.groupOpen {
+		ic.cur.args[ic.groupHeader] = strconv.Itoa(ic.buckets)
+		ic.groupOpen = false
+	}
+}
+
+func (ic *ingestCalls) finish() []call {
+	ic.closeGroup()
+	return ic.calls
 }
 
 // Apply sends what of b Redis has not acknowledged yet, in three steps:
@@ -325,41 +387,124 @@ func (s *Store) ForgetBefore(ctx context.Context, m int64) (int, error) {
 	return int(n), nil
 }
 
-// Refresh recomputes the cached top k of each workspace over the window
-// ending at now, and replaces each cached result atomically.
+// Refresh slides each workspace's running window sum to the window ending
+// at now and replaces its cached top k atomically (see refresh.lua).
 func (s *Store) Refresh(ctx context.Context, workspaces []string, now time.Time, k int) error {
-	buckets := s.win.Buckets(now)
-	start := strconv.FormatInt(buckets[0]*60_000, 10)
-	end := strconv.FormatInt(now.UnixMilli(), 10)
-	ttl := strconv.FormatInt(int64((s.win.Span()+s.win.Grace)/time.Second), 10)
-	args := []string{strconv.Itoa(k), end, start, end, ttl}
+	first := s.win.First(now)
+	args := []string{
+		strconv.Itoa(k),
+		strconv.FormatInt(now.UnixMilli(), 10),
+		strconv.FormatInt(first*60_000, 10),
+		strconv.FormatInt(now.UnixMilli(), 10),
+		strconv.FormatInt(int64((s.win.Span()+s.win.Grace)/time.Second), 10),
+		strconv.FormatInt(first, 10),
+		strconv.FormatInt(s.win.ExpireAt(first-1), 10),
+	}
+	// Every group passes the bucket of the minute that left last: at one
+	// tick a second, that is the only one a refresh ever has to subtract.
+	todo := make([]refreshGroup, len(workspaces))
+	lastLeft := []int64{first - 1}
+	for i, ws := range workspaces {
+		todo[i] = refreshGroup{ws: ws, minutes: lastLeft}
+	}
+	for range refreshAttempts {
+		again, err := s.refreshRound(ctx, todo, args)
+		if err != nil {
+			return err
+		}
+		if len(again) == 0 {
+			return nil
+		}
+		todo = again
+	}
+	return fmt.Errorf("store.refresh: %w: refresh.lua still asked for buckets of %d workspaces after %d calls",
+		ErrBadReply, len(todo), refreshAttempts)
+}
 
+// refreshAttempts bounds the rounds of refresh.lua calls. A workspace that
+// has a minute other than the last one to subtract takes a second round with
+// its bucket, one whose bucket expired unsubtracted a third with the
+// window's, and a fourth covers a minute written in between.
+const refreshAttempts = 4
+
+// refreshGroupsPerCall is how many workspaces one refresh.lua call carries
+// on a single Redis: enough to make the per-call cost negligible, few enough
+// that one call never blocks Redis for long.
+const refreshGroupsPerCall = 64
+
+// refreshGroup is one workspace of a refresh.lua call, and the minutes whose
+// buckets it passes.
+type refreshGroup struct {
+	ws      string
+	minutes []int64
+}
+
+// refreshRound runs refresh.lua over groups and returns the groups that
+// asked for more buckets, each with the minutes it asked for.
+func (s *Store) refreshRound(ctx context.Context, groups []refreshGroup, args []string) ([]refreshGroup, error) {
+	per := refreshGroupsPerCall
+	if s.cluster {
+		per = 1 // one workspace, one slot, per call
+	}
+	calls := (len(groups) + per - 1) / per
 	var (
 		mu       sync.Mutex
+		again    []refreshGroup
 		firstErr error
 		failed   int
 	)
-	s.parallel(len(workspaces), func(i int) {
-		wk := s.keys.Workspace(workspaces[i])
-		ks := make([]string, 0, 3+len(buckets))
-		ks = append(ks, wk.TopScratch(keys.Window1h), wk.Top(keys.Window1h), wk.TopMeta(keys.Window1h))
-		for _, m := range buckets {
-			ks = append(ks, wk.Bucket(m))
-		}
-		_, err := lua.Refresh.Exec(ctx, s.c, ks, args).AsInt64()
+	s.parallel(calls, func(i int) {
+		part := groups[i*per : min((i+1)*per, len(groups))]
+		asked, err := s.refreshCall(ctx, part, args)
+		mu.Lock()
+		defer mu.Unlock()
 		if err != nil {
-			mu.Lock()
-			failed++
+			failed += len(part)
 			if firstErr == nil {
-				firstErr = fmt.Errorf("workspace %q: %w", workspaces[i], err)
+				firstErr = err
 			}
-			mu.Unlock()
+			return
 		}
+		again = append(again, asked...)
 	})
 	if firstErr != nil {
-		return fmt.Errorf("store.refresh: %d of %d workspaces failed: %w", failed, len(workspaces), firstErr)
+		return nil, fmt.Errorf("store.refresh: %d of %d workspaces failed: %w", failed, len(groups), firstErr)
 	}
-	return nil
+	return again, nil
+}
+
+func (s *Store) refreshCall(ctx context.Context, groups []refreshGroup, args []string) ([]refreshGroup, error) {
+	ks := make([]string, 0, 6*len(groups))
+	as := append(make([]string, 0, len(args)+2*len(groups)), args...)
+	for _, g := range groups {
+		wk := s.keys.Workspace(g.ws)
+		ks = append(ks, wk.Top(keys.Window1h), wk.TopMeta(keys.Window1h),
+			wk.Win(keys.Window1h), wk.WinThrough(keys.Window1h), wk.WinMinutes(keys.Window1h))
+		as = append(as, strconv.Itoa(len(g.minutes)))
+		for _, m := range g.minutes {
+			ks = append(ks, wk.Bucket(m))
+			as = append(as, strconv.FormatInt(m, 10))
+		}
+	}
+	replies, err := lua.Refresh.Exec(ctx, s.c, ks, as).ToArray()
+	if err != nil {
+		return nil, fmt.Errorf("workspace %q and %d more: %w", groups[0].ws, len(groups)-1, err)
+	}
+	if len(replies) != len(groups) {
+		return nil, fmt.Errorf("%w: refresh.lua answered %d groups of %d", ErrBadReply, len(replies), len(groups))
+	}
+	var again []refreshGroup
+	for i, r := range replies {
+		if _, err := r.AsInt64(); err == nil {
+			continue
+		}
+		minutes, err := r.AsIntSlice()
+		if err != nil {
+			return nil, fmt.Errorf("%w: refresh.lua reply for %q: %v", ErrBadReply, groups[i].ws, err)
+		}
+		again = append(again, refreshGroup{ws: groups[i].ws, minutes: minutes})
+	}
+	return again, nil
 }
 
 // Entry is one ranked item of a cached result.

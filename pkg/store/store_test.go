@@ -232,9 +232,17 @@ func TestRefreshEmptiesAndReadTopNoResult(t *testing.T) {
 	if n, _ := c.Do(ctx, c.B().Exists().Key(top).Build()).AsInt64(); n != 0 {
 		t.Fatalf("%s still exists", top)
 	}
-	scratch := keys.New("").Workspace("w").TopScratch(keys.Window1h)
-	if n, _ := c.Do(ctx, c.B().Exists().Key(scratch).Build()).AsInt64(); n != 0 {
-		t.Fatalf("%s left behind", scratch)
+	// The running sum emptied with the window; only the marker of what was
+	// subtracted stays, until that bucket would have expired.
+	wk := keys.New("").Workspace("w")
+	for _, key := range []string{wk.Win(keys.Window1h), wk.WinMinutes(keys.Window1h)} {
+		if n, _ := c.Do(ctx, c.B().Exists().Key(key).Build()).AsInt64(); n != 0 {
+			t.Fatalf("%s left behind", key)
+		}
+	}
+	through := wk.WinThrough(keys.Window1h)
+	if exp, _ := c.Do(ctx, c.B().Expiretime().Key(through).Build()).AsInt64(); exp != window.Hour.ExpireAt(window.Hour.First(later)-1) {
+		t.Fatalf("%s expires at %d, want %d", through, exp, window.Hour.ExpireAt(window.Hour.First(later)-1))
 	}
 }
 
