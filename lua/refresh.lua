@@ -55,9 +55,12 @@ local function refresh(top, meta, win, through, minutes, passed)
     if #missing(leaving, passed) > 0 then
       return leaving
     end
-    local lost = false
+    -- A sorted set with no members does not exist, so a size of 0 means
+    -- the bucket expired.
+    local lost, sizes = false, {}
     for _, m in ipairs(leaving) do
-      if redis.call('EXISTS', passed[m]) == 0 then
+      sizes[m] = redis.call('ZCARD', passed[m])
+      if sizes[m] == 0 then
         lost = true
       end
     end
@@ -81,7 +84,7 @@ local function refresh(top, meta, win, through, minutes, passed)
     else
       for _, m in ipairs(leaving) do
         local bucket = passed[m]
-        if redis.call('ZCARD', bucket) * 4 >= redis.call('ZCARD', win) then
+        if sizes[m] * 4 >= redis.call('ZCARD', win) then
           -- A bucket about as large as the sum: one pass in C over both.
           -- (ZUNIONSTORE replaces win, so its expiry is set again.)
           redis.call('ZUNIONSTORE', win, 2, win, bucket, 'WEIGHTS', 1, -1)

@@ -257,7 +257,7 @@ func RunAccuracy(ctx context.Context, c rueidis.Client, cfg AccuracyConfig) (*Ac
 	}
 	cfg = cfg.withDefaults()
 	if cfg.Prefix == "" {
-		cfg.Prefix = fmt.Sprintf("topkbench-%x", time.Now().UnixNano())
+		cfg.Prefix = freshPrefix()
 	}
 	if cfg.Start.IsZero() {
 		cfg.Start = time.Now().Truncate(time.Minute).Add(time.Minute)
@@ -271,14 +271,7 @@ func RunAccuracy(ctx context.Context, c rueidis.Client, cfg AccuracyConfig) (*Ac
 	defer prog.stop()
 
 	rep := &AccuracyReport{Config: cfg}
-	defer func() {
-		// A fresh context: the keys must go even when ctx was cancelled.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cancel()
-		if err := deletePrefix(cctx, c, cfg.Prefix); err != nil && cfg.Progress != nil {
-			fmt.Fprintf(cfg.Progress, "bench: %v\n", err)
-		}
-	}()
+	defer dropPrefix(ctx, c, cfg.Prefix, cfg.Progress)
 
 	truth, err := runRedis(ctx, c, cfg, s, prog, rep)
 	if err != nil {

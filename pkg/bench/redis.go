@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/rueidis"
 )
@@ -118,6 +120,20 @@ func deletePrefix(ctx context.Context, c rueidis.Client, prefix string) error {
 		return fmt.Errorf("delete keys %s:*: %w", prefix, err)
 	}
 	return nil
+}
+
+// freshPrefix is a key prefix no other run uses, so a benchmark can share a
+// Redis server and delete exactly its own keys afterwards.
+func freshPrefix() string { return fmt.Sprintf("topkbench-%x", time.Now().UnixNano()) }
+
+// dropPrefix deletes the keys under prefix, with a fresh context so that
+// they go even when ctx was cancelled, and reports a failure to progress.
+func dropPrefix(ctx context.Context, c rueidis.Client, prefix string, progress io.Writer) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+	defer cancel()
+	if err := deletePrefix(cctx, c, prefix); err != nil && progress != nil {
+		fmt.Fprintf(progress, "bench: %v\n", err)
+	}
 }
 
 // info returns the fields of INFO section as a map.

@@ -87,6 +87,10 @@ type Workspace struct {
 	base string // "<prefix>:{w:<escaped ws>}:"
 }
 
+// Base is the prefix every key of the workspace starts with,
+// "<prefix>:{w:<escaped ws>}:".
+func (w Workspace) Base() string { return w.base }
+
 // Bucket is the minute bucket for the unix minute m (seconds since the epoch / 60).
 func (w Workspace) Bucket(m int64) string {
 	return w.base + "m:" + strconv.FormatInt(m, 10)
