@@ -2,20 +2,36 @@
 -- ingest.lua: add one flush's pre-aggregated counts to the minute buckets
 -- and to each workspace's running window sum.
 --
--- The call is a sequence of groups, one per workspace (a workspace's counts
--- may be split over several groups and calls).
--- KEYS, per group: win, through, minutes, bucket_1 .. bucket_b
+-- The call is a sequence of groups, one per workspace and source (a
+-- workspace's counts may come from several partitions, and be spread over
+-- several calls).
+-- KEYS, per group: win, through, minutes, fence, bucket_1 .. bucket_b
 --   win       <prefix>:{w:<ws>}:win:1h          sorted set, the window's running sum
 --   through   <prefix>:{w:<ws>}:win:1h:through  string, the newest minute already
 --             subtracted from win (missing: none yet)
 --   minutes   <prefix>:{w:<ws>}:win:1h:minutes  sorted set, the minutes added to
 --             win and not yet subtracted (member = score = unix minute)
+--   fence     <prefix>:{w:<ws>}:fence           hash, source -> the last offset
+--             whose counts are applied
 --   bucket_i  <prefix>:{w:<ws>}:m:<minute_i>    sorted set, one minute's counts
--- ARGV, per group: b, then per bucket:
+-- ARGV, per group: source, first, last, b, then per bucket:
 --   minute, expire_at, n, member_1, increment_1, ..., member_n, increment_n
+--   source    "<topic>/<partition>" the counts were read from, or "" for
+--             counts with no source (then no fence applies)
+--   first, last  the offsets of the batch's first and last record of source
 --   expire_at is when the bucket leaves the window plus grace; it depends
 --   only on the minute, so a late write never extends a bucket's life.
--- Reply    integer: the number of (member, increment) pairs applied.
+-- Reply    array: pairs applied, events skipped as already applied, then
+--          for each group that overlaps its fence: the group's number in
+--          the call (from 1) and the fence.
+--
+-- Exactly once per workspace: a group applies only if its fence is below
+-- `first`, and then moves the fence to `last` in the same atomic step. A
+-- group at or below its fence was applied before (a replay after a crash,
+-- or a retry whose reply was lost) and is skipped. A group whose range
+-- straddles the fence (a replay cut differently from the original batch)
+-- changes nothing and is reported: the caller recounts the records after
+-- the fence and sends them as a new group.
 --
 -- Invariant, kept together with refresh.lua: win is the sum of the buckets
 -- of the minutes in `minutes`, which are the minutes after `through` that
@@ -34,36 +50,76 @@ local function raise_expiry(key, at)
   redis.call('EXPIREAT', key, at, 'GT')
 end
 
-local k, a, applied = 1, 1, 0
-while k <= #KEYS do
-  local win, minutes = KEYS[k], KEYS[k + 2]
-  local through = tonumber(redis.call('GET', KEYS[k + 1]))
-  local b = tonumber(ARGV[a])
-  a = a + 1
-  local latest = 0 -- the latest expiry among the buckets added to win
-  for i = 1, b do
-    local bucket = KEYS[k + 2 + i]
-    local minute, expire_at, n = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2])
+-- skip_group returns the ARGV index after the group's b buckets that start
+-- at a, and the sum of their increments.
+local function skip_group(a, b)
+  local events = 0
+  for _ = 1, b do
+    local n = tonumber(ARGV[a + 2])
     a = a + 3
-    local in_win = through == nil or tonumber(minute) > through
     for _ = 1, n do
-      redis.call('ZINCRBY', bucket, ARGV[a + 1], ARGV[a])
-      if in_win then
-        redis.call('ZINCRBY', win, ARGV[a + 1], ARGV[a])
-      end
+      events = events + tonumber(ARGV[a + 1])
       a = a + 2
     end
-    redis.call('EXPIREAT', bucket, expire_at)
-    if in_win then
-      redis.call('ZADD', minutes, minute, minute)
-      latest = math.max(latest, tonumber(expire_at))
-    end
-    applied = applied + n
   end
-  if latest > 0 then
-    raise_expiry(win, latest)
-    raise_expiry(minutes, latest)
-  end
-  k = k + 3 + b
+  return a, events
 end
-return applied
+
+local k, a, group = 1, 1, 0
+local applied, skipped, overlaps = 0, 0, {}
+while k <= #KEYS do
+  group = group + 1
+  local win, minutes, fence = KEYS[k], KEYS[k + 2], KEYS[k + 3]
+  local source, first, last, b = ARGV[a], tonumber(ARGV[a + 1]), ARGV[a + 2], tonumber(ARGV[a + 3])
+  a = a + 4
+  local fenced = source ~= '' and tonumber(redis.call('HGET', fence, source))
+  if fenced and fenced >= first then
+    local events
+    a, events = skip_group(a, b)
+    if fenced >= tonumber(last) then
+      skipped = skipped + events
+    else
+      overlaps[#overlaps + 1] = group
+      overlaps[#overlaps + 1] = fenced
+    end
+  else
+    local through = tonumber(redis.call('GET', KEYS[k + 1]))
+    local latest, latest_in_win = 0, 0
+    for i = 1, b do
+      local bucket = KEYS[k + 3 + i]
+      local minute, expire_at, n = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2])
+      a = a + 3
+      local in_win = through == nil or tonumber(minute) > through
+      for _ = 1, n do
+        redis.call('ZINCRBY', bucket, ARGV[a + 1], ARGV[a])
+        if in_win then
+          redis.call('ZINCRBY', win, ARGV[a + 1], ARGV[a])
+        end
+        a = a + 2
+      end
+      redis.call('EXPIREAT', bucket, expire_at)
+      latest = math.max(latest, tonumber(expire_at))
+      if in_win then
+        redis.call('ZADD', minutes, minute, minute)
+        latest_in_win = math.max(latest_in_win, tonumber(expire_at))
+      end
+      applied = applied + n
+    end
+    if latest_in_win > 0 then
+      raise_expiry(win, latest_in_win)
+      raise_expiry(minutes, latest_in_win)
+    end
+    if source ~= '' then
+      -- The fence outlives the buckets it speaks for: once they expired, a
+      -- replay of those records is too old to count anyway.
+      redis.call('HSET', fence, source, last)
+      raise_expiry(fence, latest)
+    end
+  end
+  k = k + 4 + b
+end
+local reply = { applied, skipped }
+for _, v in ipairs(overlaps) do
+  reply[#reply + 1] = v
+end
+return reply

@@ -358,6 +358,10 @@ type RedisUsage struct {
 	CallsPerEvent    float64 `json:"calls_per_event"`
 	// CallsPerEventBy breaks CallsPerEvent down by command (the largest).
 	CallsPerEventBy map[string]float64 `json:"calls_per_event_by_command,omitempty"`
+	// MicrosPerEventBy is the time Redis spent in each command (commandstats
+	// usec) per event, the largest; a script call's time includes that of
+	// the commands it runs, which are also listed on their own.
+	MicrosPerEventBy map[string]float64 `json:"us_per_event_by_command,omitempty"`
 	// CPUSeconds is the growth of used_cpu_sys + used_cpu_user; it
 	// includes serving the benchmark's reads.
 	CPUSeconds        float64 `json:"cpu_seconds"`
@@ -695,6 +699,7 @@ type snapshot struct {
 	benchCmds  int64
 	totalCmds  int64
 	calls      map[string]int64
+	usec       map[string]int64 // commandstats usec: time Redis spent in each command
 	redisCPU   float64
 	usedMemory int64
 	procCPU    time.Duration
@@ -1134,15 +1139,21 @@ func (p *phase) snapshot(ctx context.Context) (snapshot, error) {
 	sys, _ := strconv.ParseFloat(m["used_cpu_sys"], 64)
 	user, _ := strconv.ParseFloat(m["used_cpu_user"], 64)
 	s.redisCPU = sys + user
-	s.calls = map[string]int64{}
+	s.calls, s.usec = map[string]int64{}, map[string]int64{}
 	for k, v := range m {
 		name, ok := strings.CutPrefix(k, "cmdstat_")
 		if !ok {
 			continue
 		}
-		field, _, _ := strings.Cut(v, ",")
-		if n, err := strconv.ParseInt(strings.TrimPrefix(field, "calls="), 10, 64); err == nil {
+		// calls=N,usec=N,usec_per_call=...
+		fields := strings.Split(v, ",")
+		if n, err := strconv.ParseInt(strings.TrimPrefix(fields[0], "calls="), 10, 64); err == nil {
 			s.calls[name] = n
+		}
+		if len(fields) > 1 {
+			if n, err := strconv.ParseInt(strings.TrimPrefix(fields[1], "usec="), 10, 64); err == nil {
+				s.usec[name] = n
+			}
 		}
 	}
 	return s, nil
@@ -1209,10 +1220,8 @@ func (p *phase) result(begin, end snapshot, graceEnd time.Time) PhaseResult {
 	bench := end.benchCmds - begin.benchCmds + (end.calls["info"] - begin.calls["info"])
 	ru := RedisUsage{BenchCommands: bench, UsedMemory: end.usedMemory}
 	ru.Commands = end.totalCmds - begin.totalCmds - bench
-	var by []struct {
-		name string
-		n    int64
-	}
+	reads := end.benchCmds - begin.benchCmds
+	calls := map[string]float64{} // by command, the benchmark's reads left out
 	for name, n := range end.calls {
 		d := n - begin.calls[name]
 		if name == "info" || d <= 0 {
@@ -1222,38 +1231,27 @@ func (p *phase) result(begin, end snapshot, graceEnd time.Time) PhaseResult {
 		if name == "eval" || name == "evalsha" {
 			ru.ScriptCalls += d
 		}
-		by = append(by, struct {
-			name string
-			n    int64
-		}{name, d})
+		if name == "zrange" {
+			d -= reads // the benchmark's reads and polls are all ZRANGE
+		}
+		calls[name] = float64(d)
 	}
-	reads := end.benchCmds - begin.benchCmds
-	ru.Calls -= reads
-	if ru.Calls < 0 {
-		ru.Calls = 0
-	}
+	ru.Calls = max(ru.Calls-reads, 0)
 	ru.CPUSeconds = end.redisCPU - begin.redisCPU
 	if r.Counted > 0 {
 		ev := float64(r.Counted)
 		ru.CommandsPerEvent = float64(ru.Commands) / ev
 		ru.CallsPerEvent = float64(ru.Calls) / ev
 		ru.CPUMicrosPerEvent = ru.CPUSeconds * 1e6 / ev
-		slices.SortFunc(by, func(a, b struct {
-			name string
-			n    int64
-		}) int {
-			return cmp.Compare(b.n, a.n)
-		})
-		ru.CallsPerEventBy = map[string]float64{}
-		for _, c := range by[:min(len(by), 8)] {
-			n := c.n
-			if c.name == "zrange" {
-				n -= reads // the benchmark's reads and polls are all ZRANGE
-			}
-			if per := float64(n) / ev; per >= 0.0005 { // shown with 3 decimals
-				ru.CallsPerEventBy[c.name] = per
+		micros := map[string]float64{}
+		for name, us := range end.usec {
+			if name != "info" {
+				micros[name] = float64(us - begin.usec[name])
 			}
 		}
+		// Shown with 3 and 2 decimals: smaller figures are left out.
+		ru.CallsPerEventBy = perEventLargest(calls, ev, 8, 0.0005)
+		ru.MicrosPerEventBy = perEventLargest(micros, ev, 8, 0.005)
 	}
 	r.Redis = ru
 
@@ -1695,7 +1693,10 @@ func writePhaseTable(w io.Writer, res PipelineResult) {
 	row("Redis calls per event (commandstats, incl. inside scripts)", ratio("calls_per_event"), func(p PhaseResult) string {
 		return fmt.Sprintf("%.3f", p.Redis.CallsPerEvent)
 	})
-	row("… by command", "", func(p PhaseResult) string { return byCommand(p.Redis.CallsPerEventBy) })
+	row("… by command", "", func(p PhaseResult) string { return byCommand(p.Redis.CallsPerEventBy, "%.3f") })
+	row("Redis time by command, µs/event (a script's includes its commands)", "", func(p PhaseResult) string {
+		return byCommand(p.Redis.MicrosPerEventBy, "%.2f")
+	})
 	row("Redis script calls (EVALSHA, the scheduler's included)", "", func(p PhaseResult) string { return group(p.Redis.ScriptCalls) })
 	row("Redis CPU (sys + user)", ratio("redis_cpu_seconds"), func(p PhaseResult) string {
 		return fmt.Sprintf("%.2f s (%.2f µs/event)", p.Redis.CPUSeconds, p.Redis.CPUMicrosPerEvent)
@@ -1708,7 +1709,24 @@ func writePhaseTable(w io.Writer, res PipelineResult) {
 	fmt.Fprintln(w)
 }
 
-func byCommand(m map[string]float64) string {
+// perEventLargest divides the n largest values of m by events and keeps
+// those of at least least.
+func perEventLargest(m map[string]float64, events float64, n int, least float64) map[string]float64 {
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	slices.SortFunc(names, func(a, b string) int { return cmp.Or(cmp.Compare(m[b], m[a]), cmp.Compare(a, b)) })
+	out := make(map[string]float64, n)
+	for _, k := range names[:min(n, len(names))] {
+		if per := m[k] / events; per >= least {
+			out[k] = per
+		}
+	}
+	return out
+}
+
+func byCommand(m map[string]float64, format string) string {
 	type kv struct {
 		k string
 		v float64
@@ -1720,7 +1738,7 @@ func byCommand(m map[string]float64) string {
 	slices.SortFunc(kvs, func(a, b kv) int { return cmp.Or(cmp.Compare(b.v, a.v), cmp.Compare(a.k, b.k)) })
 	parts := make([]string, 0, len(kvs))
 	for _, e := range kvs {
-		parts = append(parts, fmt.Sprintf("%s %.3f", e.k, e.v))
+		parts = append(parts, e.k+" "+fmt.Sprintf(format, e.v))
 	}
 	if len(parts) == 0 {
 		return "—"

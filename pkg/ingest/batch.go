@@ -42,10 +42,10 @@ type topicPartition struct {
 }
 
 // batch is what a worker has polled since its last flush: pre-aggregated
-// counts, the dead letters to produce, and the last record of each partition
-// (what to commit once Redis has the counts).
+// counts per partition, the dead letters to produce, and the last record of
+// each partition (what to commit once Redis has the counts).
 type batch struct {
-	counts   store.Counts
+	parts    map[topicPartition]*part
 	events   int // valid events folded into counts
 	records  int // all records, valid or not
 	last     map[topicPartition]*kgo.Record
@@ -54,9 +54,23 @@ type batch struct {
 	started  time.Time // wall time of the first record, for the age trigger
 }
 
+// part is what a batch holds from one partition: the counts, the offsets
+// they span, and the counted events themselves, so that the counts after
+// an offset can be recounted when a replay straddles a fence in Redis.
+type part struct {
+	counts      store.Counts
+	first, last int64
+	counted     []countedEvent
+}
+
+type countedEvent struct {
+	offset, minute int64
+	ws, ch         string
+}
+
 func newBatch() *batch {
 	return &batch{
-		counts:   store.Counts{},
+		parts:    map[topicPartition]*part{},
 		last:     map[topicPartition]*kgo.Record{},
 		rejected: map[events.Reason]int{},
 	}
@@ -66,13 +80,18 @@ func (b *batch) empty() bool { return b.records == 0 }
 
 // add folds one record into the batch: a valid event into the counts, an
 // invalid one into the dead letters for dlqTopic. now is the clock against
-// which event times are judged.
+// which event times are judged. Records of a partition arrive in offset
+// order.
 func (b *batch) add(r *kgo.Record, rule timeRule, now time.Time, dlqTopic string) {
 	b.records++
 	tp := topicPartition{r.Topic, r.Partition}
-	if prev := b.last[tp]; prev == nil || r.Offset > prev.Offset {
-		b.last[tp] = r
+	p := b.parts[tp]
+	if p == nil {
+		p = &part{counts: store.Counts{}, first: r.Offset}
+		b.parts[tp] = p
 	}
+	p.last = r.Offset
+	b.last[tp] = r
 	ev, err := events.Decode(r.Value)
 	if err == nil {
 		err = rule.check(ev.TS, now)
@@ -81,8 +100,35 @@ func (b *batch) add(r *kgo.Record, rule timeRule, now time.Time, dlqTopic string
 		b.reject(r, err, dlqTopic)
 		return
 	}
-	b.counts.Add(ev.WorkspaceID, window.MinuteOfMillis(ev.TS), ev.ChannelID, 1)
+	m := window.MinuteOfMillis(ev.TS)
+	p.counts.Add(ev.WorkspaceID, m, ev.ChannelID, 1)
+	p.counted = append(p.counted, countedEvent{offset: r.Offset, minute: m, ws: ev.WorkspaceID, ch: ev.ChannelID})
 	b.events++
+}
+
+// storeParts returns the batch's counts as the store's parts, one per
+// partition, fenced by "<topic>/<partition>" and the offsets they span.
+func (b *batch) storeParts() []store.Part {
+	out := make([]store.Part, 0, len(b.parts))
+	for tp, p := range b.parts {
+		out = append(out, store.Part{
+			Source:  store.Source{Name: tp.topic + "/" + strconv.Itoa(int(tp.partition)), First: p.first, Last: p.last},
+			Counts:  p.counts,
+			Recount: p.recount,
+		})
+	}
+	return out
+}
+
+// recount returns workspace ws's counts from the events after offset after.
+func (p *part) recount(ws string, after int64) map[int64]map[string]int64 {
+	c := store.Counts{}
+	for _, e := range p.counted {
+		if e.offset > after && e.ws == ws {
+			c.Add(ws, e.minute, e.ch, 1)
+		}
+	}
+	return c[ws]
 }
 
 func (b *batch) reject(r *kgo.Record, err error, dlqTopic string) {

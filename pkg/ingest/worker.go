@@ -6,9 +6,13 @@
 //
 // Offsets are committed only after Redis (and the dead-letter topic) have
 // accepted everything before them, so a crash loses nothing: the uncommitted
-// records are consumed again, which can count them twice (at-least-once).
-// Rebalances are blocked while a batch is pending (franz-go's
-// BlockRebalanceOnPoll), so a worker never commits for partitions it lost.
+// records are consumed again. The counts are fenced per workspace and
+// partition (see store.Part), so that replay adds nothing twice: the effect
+// on per-workspace counts is exactly once. The global view's summaries and
+// the dead-letter topic are not fenced: a replay adds to them again
+// (at-least-once). Rebalances are blocked while a batch is pending
+// (franz-go's BlockRebalanceOnPoll), so a worker never commits for
+// partitions it lost.
 package ingest
 
 import (
@@ -64,6 +68,7 @@ type Config struct {
 type Stats struct {
 	Consumed     atomic.Int64 // records polled
 	Counted      atomic.Int64 // valid events written to Redis
+	Replayed     atomic.Int64 // valid events Redis had counted already (replays), skipped
 	Rejected     atomic.Int64 // records sent to the dead-letter topic
 	Flushes      atomic.Int64 // batches written and committed
 	RedisErrors  atomic.Int64 // failed Redis attempts (each retried)
@@ -245,13 +250,17 @@ func (w *Worker) flush(ctx context.Context, cl *kgo.Client, b *batch, log *slog.
 		}
 	}
 
-	prepared := w.cfg.Store.Prepare(b.counts)
+	prepared := w.cfg.Store.PrepareParts(b.storeParts())
 	if err := retry(ctx, log, "write counts to Redis", &w.stats.RedisErrors, func() error {
 		return w.cfg.Store.Apply(ctx, prepared)
 	}); err != nil {
 		return err
 	}
-	w.stats.Counted.Add(int64(b.events))
+	w.stats.Counted.Add(int64(b.events) - prepared.Skipped)
+	w.stats.Replayed.Add(prepared.Skipped)
+	if prepared.Skipped > 0 || prepared.Recounted > 0 {
+		log.Info("replayed records were already counted; skipped them", "events", prepared.Skipped, "recounted_groups", prepared.Recounted)
+	}
 	w.stats.addRejected(b.rejected)
 
 	if err := cl.CommitRecords(ctx, b.commitRecords()...); err != nil {

@@ -115,6 +115,10 @@ func (w Workspace) WinThrough(window string) string { return w.base + "win:" + w
 // (sorted set, member = score = minute).
 func (w Workspace) WinMinutes(window string) string { return w.base + "win:" + window + ":minutes" }
 
+// Fence records, per source ("<topic>/<partition>"), the last offset whose
+// counts for this workspace are applied (hash), so a replay is skipped.
+func (w Workspace) Fence() string { return w.base + "fence" }
+
 // EscapeTag encodes a workspace id for use inside a hash tag: '%' becomes
 // "%25" and '}' becomes "%7D"; every other byte is kept as is. The mapping is
 // injective, so two workspaces never share keys, and the whole id stays

@@ -66,6 +66,8 @@ func TestKeyContract(t *testing.T) {
 				{"Win", w.Win(keys.Window1h), tt.win},
 				{"WinThrough", w.WinThrough(keys.Window1h), tt.win + ":through"},
 				{"WinMinutes", w.WinMinutes(keys.Window1h), tt.win + ":minutes"},
+				{"Fence", w.Fence(), strings.TrimSuffix(tt.win, "win:1h") + "fence"},
+				{"Base", w.Base(), strings.TrimSuffix(tt.win, "win:1h")},
 				{"Workspaces", s.Workspaces(), tt.workspaces},
 			} {
 				if c.got != c.want {
@@ -291,6 +293,7 @@ func TestHashTagProperty(t *testing.T) {
 				w.Win(keys.Window1h),
 				w.WinThrough(keys.Window1h),
 				w.WinMinutes(keys.Window1h),
+				w.Fence(),
 				w.Top("24h"),
 			} {
 				if got := hashTag(key); got != want {
@@ -327,6 +330,7 @@ func TestDistinctWorkspacesDistinctKeys(t *testing.T) {
 			{a.Win(keys.Window1h), b.Win(keys.Window1h)},
 			{a.WinThrough(keys.Window1h), b.WinThrough(keys.Window1h)},
 			{a.WinMinutes(keys.Window1h), b.WinMinutes(keys.Window1h)},
+			{a.Fence(), b.Fence()},
 		} {
 			if k[0] == k[1] {
 				t.Errorf("workspaces %q and %q share the key %q", p[0], p[1], k[0])

@@ -47,6 +47,11 @@ func ok() rueidis.RedisResult { return mock.Result(mock.RedisString("OK")) }
 func intResult(n int64) rueidis.RedisResult { return mock.Result(mock.RedisInt64(n)) }
 
 // errReply is an error reply from the server (as opposed to a network error).
+// ingestReply is ingest.lua's reply for n pairs applied, nothing skipped.
+func ingestReply(n int64) rueidis.RedisResult {
+	return mock.Result(mock.RedisArray(mock.RedisInt64(n), mock.RedisInt64(0)))
+}
+
 func errReply(msg string) rueidis.RedisResult { return mock.Result(mock.RedisError(msg)) }
 
 func i64(n int64) string { return strconv.FormatInt(n, 10) }
@@ -290,7 +295,7 @@ func TestBloomFlushExactCommands(t *testing.T) {
 		mock.Match("SADD", "topk:mws:29000000", "w1"),
 		mock.Match("EXPIREAT", "topk:mws:29000000", exp),
 	).Return([]rueidis.RedisResult{intResult(1), intResult(1), intResult(1)})
-	ingest := c.EXPECT().Do(gomock.Any(), evalsha(lua.Ingest)).Return(intResult(1)).After(index)
+	ingest := c.EXPECT().Do(gomock.Any(), evalsha(lua.Ingest)).Return(ingestReply(1)).After(index)
 	bloom := c.EXPECT().DoMulti(gomock.Any(),
 		mock.Match("TOPK.RESERVE", "topk:{g:0}:bf:29000000", "50", "8", "7", "0.9"),
 		mock.Match("TOPK.INCRBY", "topk:{g:0}:bf:29000000", "w1/c1", "3"),
@@ -338,7 +343,7 @@ func TestBloomFlushManyItems(t *testing.T) {
 		map[string]int64{"w1": m, "x/y": m},
 		map[int64][]string{m: {"w1", "x/y"}, m - 1: {"w1"}},
 	)).DoAndReturn(indexOK)
-	ingest := c.EXPECT().Do(gomock.Any(), evalsha(lua.Ingest)).Return(intResult(5)).MinTimes(1).After(index)
+	ingest := c.EXPECT().Do(gomock.Any(), evalsha(lua.Ingest)).Return(ingestReply(5)).MinTimes(1).After(index)
 	now := map[string]int64{"w1/a": 3, "w1/b": 5, "x%2Fy/a": 7, "x%2Fy/c": 2}
 	before := map[string]int64{"w1/a": 2}
 	bloomNow := c.EXPECT().DoMulti(gomock.Any(), bloomPipeline(m, now)...).Return(pipelineOK(4, 17)).After(index)
@@ -371,7 +376,7 @@ func TestBloomFlushShardsAreDisjoint(t *testing.T) {
 		want[sh][keys.GlobalItem("w", ch)] = int64(i + 1)
 	}
 	index := c.EXPECT().DoMulti(gomock.Any(), indexPipeline(map[string]int64{"w": m}, map[int64][]string{m: {"w"}})).DoAndReturn(indexOK)
-	ingest := c.EXPECT().Do(gomock.Any(), evalsha(lua.Ingest)).Return(intResult(20)).After(index)
+	ingest := c.EXPECT().Do(gomock.Any(), evalsha(lua.Ingest)).Return(ingestReply(20)).After(index)
 	dirtyCall := c.EXPECT().Do(gomock.Any(), dirty("w")).Return(intResult(1)).After(ingest)
 	for sh, items := range want {
 		if len(items) == 0 {
@@ -406,7 +411,8 @@ func TestBloomFlushIgnoresExistingSummary(t *testing.T) {
 			counts := store.Counts{}
 			counts.Add("w", bloomMinute, "c", 4)
 			c.EXPECT().DoMulti(gomock.Any(), anyIndex()).DoAndReturn(indexOK)
-			c.EXPECT().Do(gomock.Any(), gomock.Any()).Return(intResult(1)).Times(2) // ingest, dirty
+			c.EXPECT().Do(gomock.Any(), evalsha(lua.Ingest)).Return(ingestReply(1))
+			c.EXPECT().Do(gomock.Any(), dirty("w")).Return(intResult(1))
 			res := pipelineOK(1, 4)
 			res[0] = errReply(msg)
 			c.EXPECT().DoMulti(gomock.Any(), bloomPipeline(bloomMinute, map[string]int64{"w/c": 4})...).Return(res)
@@ -446,7 +452,7 @@ func TestBloomFlushRetriesFailedPipeline(t *testing.T) {
 		}
 	}
 	index := c.EXPECT().DoMulti(gomock.Any(), indexPipeline(map[string]int64{"w": m}, map[int64][]string{m: {"w"}})).DoAndReturn(indexOK).Times(1)
-	ingest := c.EXPECT().Do(gomock.Any(), evalsha(lua.Ingest)).Return(intResult(1)).Times(1).After(index)
+	ingest := c.EXPECT().Do(gomock.Any(), evalsha(lua.Ingest)).Return(ingestReply(1)).Times(1).After(index)
 	failed := pipelineOK(1, 9)
 	failed[1] = errReply("WRONGTYPE Operation against a key holding the wrong kind of value")
 	first := c.EXPECT().DoMulti(gomock.Any(), bloomPipeline(m, items)...).DoAndReturn(record(failed)).After(index)
@@ -496,7 +502,7 @@ func TestBloomFlushFailsOnAnyError(t *testing.T) {
 			counts := store.Counts{}
 			counts.Add("w", bloomMinute, "c", 1)
 			c.EXPECT().DoMulti(gomock.Any(), anyIndex()).DoAndReturn(indexOK)
-			c.EXPECT().Do(gomock.Any(), evalsha(lua.Ingest)).Return(intResult(1))
+			c.EXPECT().Do(gomock.Any(), evalsha(lua.Ingest)).Return(ingestReply(1))
 			res := pipelineOK(1, 1)
 			res[i] = errReply(msg)
 			c.EXPECT().DoMulti(gomock.Any(), bloomPipeline(bloomMinute, map[string]int64{"w/c": 1})...).Return(res)
@@ -515,7 +521,7 @@ func TestBloomFlushFailsOnAnyError(t *testing.T) {
 		counts := store.Counts{}
 		counts.Add("w", bloomMinute, "c", 1)
 		c.EXPECT().DoMulti(gomock.Any(), anyIndex()).DoAndReturn(indexOK)
-		c.EXPECT().Do(gomock.Any(), evalsha(lua.Ingest)).Return(intResult(1))
+		c.EXPECT().Do(gomock.Any(), evalsha(lua.Ingest)).Return(ingestReply(1))
 		netErr := errors.New("i/o timeout")
 		c.EXPECT().DoMulti(gomock.Any(), bloomPipeline(bloomMinute, map[string]int64{"w/c": 1})...).Return(slices.Repeat([]rueidis.RedisResult{mock.ErrorResult(netErr)}, 5))
 		if err := st.Apply(context.Background(), st.Prepare(counts)); !errors.Is(err, netErr) {
@@ -546,7 +552,7 @@ func TestBloomFlushStepFailures(t *testing.T) {
 			intResult(1), intResult(1), errReply("READONLY You can't write against a read only replica."),
 		})
 		retried := c.EXPECT().DoMulti(gomock.Any(), index).DoAndReturn(indexOK).After(failed)
-		ingest := c.EXPECT().Do(gomock.Any(), evalsha(lua.Ingest)).Return(intResult(1)).After(retried)
+		ingest := c.EXPECT().Do(gomock.Any(), evalsha(lua.Ingest)).Return(ingestReply(1)).After(retried)
 		bloom := c.EXPECT().DoMulti(gomock.Any(), bloomPipeline(m, items)...).Return(pipelineOK(1, 2)).After(retried)
 		c.EXPECT().Do(gomock.Any(), dirty("w")).Return(intResult(1)).After(ingest).After(bloom)
 
@@ -569,7 +575,7 @@ func TestBloomFlushStepFailures(t *testing.T) {
 		ctx := context.Background()
 		st, c, b := newFlush(t)
 		idx := c.EXPECT().DoMulti(gomock.Any(), index).DoAndReturn(indexOK)
-		ingest := c.EXPECT().Do(gomock.Any(), evalsha(lua.Ingest)).Return(intResult(1)).After(idx)
+		ingest := c.EXPECT().Do(gomock.Any(), evalsha(lua.Ingest)).Return(ingestReply(1)).After(idx)
 		bloom := c.EXPECT().DoMulti(gomock.Any(), bloomPipeline(m, items)...).Return(pipelineOK(1, 2)).After(idx)
 		failed := c.EXPECT().Do(gomock.Any(), dirty("w")).Return(mock.ErrorResult(errors.New("i/o timeout"))).After(ingest).After(bloom)
 		c.EXPECT().Do(gomock.Any(), dirty("w")).Return(intResult(0)).After(failed)
@@ -599,7 +605,8 @@ func TestBloomFlushIncrementLimit(t *testing.T) {
 	counts := store.Counts{}
 	counts.Add("w", bloomMinute, "hot", 250_000)
 	counts.Add("w", bloomMinute, "cold", 1)
-	c.EXPECT().Do(gomock.Any(), gomock.Any()).Return(intResult(1)).AnyTimes()
+	c.EXPECT().Do(gomock.Any(), evalsha(lua.Ingest)).Return(ingestReply(2)).AnyTimes()
+	c.EXPECT().Do(gomock.Any(), dirty("w")).Return(intResult(1)).AnyTimes()
 	c.EXPECT().DoMulti(gomock.Any(), gomock.Any()).DoAndReturn(func(ctx context.Context, cmds ...rueidis.Completed) []rueidis.RedisResult {
 		if cmds[0].Commands()[0] == "ZADD" { // the index step
 			return indexOK(ctx, cmds...)

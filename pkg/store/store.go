@@ -94,16 +94,42 @@ func (c Counts) Add(ws string, m int64, ch string, n int64) {
 	byChannel[ch] += n
 }
 
+// Source is the records a part of a batch was counted from: the offsets
+// First..Last of one topic partition, named "<topic>/<partition>".
+type Source struct {
+	Name        string
+	First, Last int64
+}
+
+// Part is the counts of a batch that came from one Source. Each workspace's
+// counts are fenced by the source: Redis records the last offset applied per
+// workspace and source, atomically with the counts, and skips what it has
+// already applied, so replaying records after a crash or a rebalance never
+// counts them twice. When a replay straddles the fence, Apply asks Recount
+// for the workspace's counts from the records after the offset given
+// (minute -> channel -> events) and sends those.
+type Part struct {
+	Source  Source
+	Counts  Counts
+	Recount func(ws string, after int64) map[int64]map[string]int64
+}
+
 // Batch is a set of counts prepared for Redis. Apply may be called again
-// after an error: it only re-sends what Redis has not acknowledged, so a
-// retry after a partial failure does not count twice what already landed.
+// after an error: it only re-sends what Redis has not acknowledged, and the
+// fences make even a re-sent call whose first reply was lost harmless.
 type Batch struct {
+	parts     []Part
 	index     []ActiveWorkspace // the index entries this batch raises
 	minutes   map[int64][]string
 	indexDone bool
 	calls     []call
 	done      []bool
 	dirtyDone bool
+	// Skipped counts the events Redis had already applied (replays).
+	Skipped int64
+	// Recounted counts the workspace groups sent again, recounted after
+	// their fence, because a replay straddled it.
+	Recounted int
 }
 
 // call is one atomic unit of a batch: a script call, or (RedisBloom) a
@@ -120,6 +146,45 @@ type scriptCall struct {
 
 func (sc *scriptCall) exec(ctx context.Context, c rueidis.Client) error {
 	return sc.script.Exec(ctx, c, sc.keys, sc.args).Error()
+}
+
+// ingestCall is one ingest.lua call and what its reply said.
+type ingestCall struct {
+	scriptCall
+	groups   []groupRef // the call's groups, in order
+	skipped  int64      // events skipped as already applied
+	overlaps []overlap  // groups that straddled their fence
+}
+
+// groupRef names a group: a workspace's counts from one part of the batch.
+type groupRef struct {
+	ws   string
+	part int
+}
+
+type overlap struct {
+	group groupRef
+	fence int64
+}
+
+func (ic *ingestCall) exec(ctx context.Context, c rueidis.Client) error {
+	reply, err := ic.script.Exec(ctx, c, ic.keys, ic.args).AsIntSlice()
+	if err != nil {
+		return err
+	}
+	if len(reply) < 2 || len(reply)%2 != 0 {
+		return fmt.Errorf("%w: ingest.lua replied %v", ErrBadReply, reply)
+	}
+	ic.skipped = reply[1]
+	ic.overlaps = ic.overlaps[:0]
+	for i := 2; i < len(reply); i += 2 {
+		g := int(reply[i]) - 1
+		if g < 0 || g >= len(ic.groups) {
+			return fmt.Errorf("%w: ingest.lua named group %d of %d", ErrBadReply, g+1, len(ic.groups))
+		}
+		ic.overlaps = append(ic.overlaps, overlap{group: ic.groups[g], fence: reply[i+1]})
+	}
+	return nil
 }
 
 // Pending reports how many Redis calls of the batch are not yet acknowledged.
@@ -139,117 +204,106 @@ func (b *Batch) Pending() int {
 	return n
 }
 
-// Prepare turns counts into calls: the per-workspace minute buckets and
-// running window sums, and the global view's per-minute summaries. On a
-// cluster each call carries the keys of one hash slot only; on a single
-// server a workspace call may mix workspaces, which keeps the number of
-// calls per flush small.
+// Prepare turns counts with no source into calls (no fence applies: used
+// where records are not replayed, such as the benchmarks' generated streams).
 func (s *Store) Prepare(counts Counts) *Batch {
-	b := &Batch{minutes: map[int64][]string{}}
-	ib := ingestCalls{max: s.opts.MaxPairsPerCall, win: s.win}
-	for ws, byMinute := range counts {
-		if s.cluster {
-			ib.newCall()
-		}
-		wk := s.keys.Workspace(ws)
-		ib.openGroup(wk)
-		var last int64
-		for m, byChannel := range byMinute {
-			last = max(last, m)
-			b.minutes[m] = append(b.minutes[m], ws)
-			ib.openBucket(m)
-			for ch, n := range byChannel {
-				ib.add(ch, n)
+	return s.PrepareParts([]Part{{Counts: counts}})
+}
+
+// PrepareParts turns the parts of a batch into calls: the per-workspace
+// minute buckets and running window sums, fenced by each part's source, and
+// the global view's per-minute summaries. On a cluster each call carries
+// the keys of one hash slot only; on a single server a workspace call may
+// mix workspaces, which keeps the number of calls per flush small.
+func (s *Store) PrepareParts(parts []Part) *Batch {
+	b := &Batch{parts: parts, minutes: map[int64][]string{}}
+	last := map[string]int64{}
+	seen := map[int64]map[string]bool{}
+	ic := s.newIngestCalls()
+	for pi, p := range parts {
+		for ws, byMinute := range p.Counts {
+			ic.group(groupRef{ws: ws, part: pi}, p.Source, byMinute)
+			for m := range byMinute {
+				if l, ok := last[ws]; !ok || m > l {
+					last[ws] = m
+				}
+				if !seen[m][ws] {
+					if seen[m] == nil {
+						seen[m] = map[string]bool{}
+					}
+					seen[m][ws] = true
+					b.minutes[m] = append(b.minutes[m], ws)
+				}
 			}
 		}
-		b.index = append(b.index, ActiveWorkspace{ID: ws, LastMinute: last})
 	}
-	b.calls = append(ib.finish(), s.prepareGlobal(counts)...)
+	for ws, m := range last {
+		b.index = append(b.index, ActiveWorkspace{ID: ws, LastMinute: m})
+	}
+	b.calls = append(ic.calls, s.prepareGlobal(mergeCounts(parts))...)
 	b.done = make([]bool, len(b.calls))
 	b.indexDone = len(b.index) == 0
 	b.dirtyDone = len(b.index) == 0
 	return b
 }
 
-// ingestCalls packs workspace groups into ingest.lua calls of at most max
-// pairs each (see the script for the layout). A group or a bucket that does
-// not fit is continued in the next call under the same keys: each part
-// adds its own counts, so the split is harmless.
+// mergeCounts returns the sum of the parts' counts.
+func mergeCounts(parts []Part) Counts {
+	if len(parts) == 1 {
+		return parts[0].Counts
+	}
+	all := Counts{}
+	for _, p := range parts {
+		for ws, byMinute := range p.Counts {
+			for m, byChannel := range byMinute {
+				for ch, n := range byChannel {
+					all.Add(ws, m, ch, n)
+				}
+			}
+		}
+	}
+	return all
+}
+
+// ingestCalls packs workspace groups into ingest.lua calls (see the script
+// for the layout). A group is never split over calls, since its fence moves
+// once for the whole group; a new call starts when the current one holds
+// MaxPairsPerCall pairs or more, so a single group larger than that makes
+// a larger call.
 type ingestCalls struct {
 	max   int
 	win   window.Window
+	keys  keys.Space
+	one   bool // one group per call (cluster: one slot per call)
 	calls []call
-
-	cur   *scriptCall
+	cur   *ingestCall
 	pairs int // pairs in cur
-
-	// The open group and bucket: their headers in cur.args are patched with
-	// the final counts when they close.
-	wk          keys.Workspace
-	groupOpen   bool
-	groupHeader int // index of the group's bucket count in cur.args
-	buckets     int
-	bucketOpen  bool
-	bucketHdr   int // index of the bucket's pair count in cur.args
-	minute      int64
 }
 
-func (ic *ingestCalls) newCall() {
-	ic.closeGroup()
-	ic.cur = &scriptCall{script: lua.Ingest}
-	ic.calls = append(ic.calls, ic.cur)
-	ic.pairs = 0
+func (s *Store) newIngestCalls() *ingestCalls {
+	return &ingestCalls{max: s.opts.MaxPairsPerCall, win: s.win, keys: s.keys, one: s.cluster}
 }
 
-func (ic *ingestCalls) openGroup(wk keys.Workspace) {
-	ic.closeGroup()
-	if ic.cur == nil {
-		ic.newCall()
+// group adds the counts of one workspace from one source.
+func (ic *ingestCalls) group(ref groupRef, src Source, byMinute map[int64]map[string]int64) {
+	if ic.cur == nil || ic.one || ic.pairs >= ic.max {
+		ic.cur = &ingestCall{scriptCall: scriptCall{script: lua.Ingest}}
+		ic.calls = append(ic.calls, ic.cur)
+		ic.pairs = 0
 	}
-	ic.wk = wk
-	ic.cur.keys = append(ic.cur.keys, wk.Win(keys.Window1h), wk.WinThrough(keys.Window1h), wk.WinMinutes(keys.Window1h))
-	ic.cur.args = append(ic.cur.args, "")
-	ic.groupOpen, ic.groupHeader, ic.buckets = true, len(ic.cur.args)-1, 0
-}
-
-func (ic *ingestCalls) openBucket(m int64) {
-	ic.closeBucket()
-	ic.minute = m
-	ic.cur.keys = append(ic.cur.keys, ic.wk.Bucket(m))
-	ic.cur.args = append(ic.cur.args, strconv.FormatInt(m, 10), strconv.FormatInt(ic.win.ExpireAt(m), 10), "")
-	ic.bucketOpen, ic.bucketHdr = true, len(ic.cur.args)-1
-	ic.buckets++
-}
-
-func (ic *ingestCalls) add(ch string, n int64) {
-	if ic.pairs >= ic.max {
-		wk, m := ic.wk, ic.minute
-		ic.newCall()
-		ic.openGroup(wk)
-		ic.openBucket(m)
+	c := ic.cur
+	c.groups = append(c.groups, ref)
+	wk := ic.keys.Workspace(ref.ws)
+	c.keys = append(c.keys, wk.Win(keys.Window1h), wk.WinThrough(keys.Window1h), wk.WinMinutes(keys.Window1h), wk.Fence())
+	c.args = append(c.args, src.Name, strconv.FormatInt(src.First, 10), strconv.FormatInt(src.Last, 10), strconv.Itoa(len(byMinute)))
+	for m, byChannel := range byMinute {
+		c.keys = append(c.keys, wk.Bucket(m))
+		c.args = append(c.args, strconv.FormatInt(m, 10), strconv.FormatInt(ic.win.ExpireAt(m), 10), strconv.Itoa(len(byChannel)))
+		for ch, n := range byChannel {
+			c.args = append(c.args, ch, strconv.FormatInt(n, 10))
+		}
+		ic.pairs += len(byChannel)
 	}
-	ic.cur.args = append(ic.cur.args, ch, strconv.FormatInt(n, 10))
-	ic.pairs++
-}
-
-func (ic *ingestCalls) closeBucket() {
-	if ic.bucketOpen {
-		ic.cur.args[ic.bucketHdr] = strconv.Itoa((len(ic.cur.args) - ic.bucketHdr - 1) / 2)
-		ic.bucketOpen = false
-	}
-}
-
-func (ic *ingestCalls) closeGroup() {
-	ic.closeBucket()
-	if ic.groupOpen {
-		ic.cur.args[ic.groupHeader] = strconv.Itoa(ic.buckets)
-		ic.groupOpen = false
-	}
-}
-
-func (ic *ingestCalls) finish() []call {
-	ic.closeGroup()
-	return ic.calls
 }
 
 // Apply sends what of b Redis has not acknowledged yet, in three steps:
@@ -279,6 +333,9 @@ func (s *Store) Apply(ctx context.Context, b *Batch) error {
 		b.indexDone = true
 	}
 	if err := s.applyCalls(ctx, b); err != nil {
+		return err
+	}
+	if err := s.recountOverlaps(ctx, b); err != nil {
 		return err
 	}
 	if !b.dirtyDone {
@@ -320,6 +377,47 @@ func (s *Store) applyCalls(ctx context.Context, b *Batch) error {
 		return fmt.Errorf("store.apply: %d of %d calls failed: %w", failed, len(b.calls), firstErr)
 	}
 	return nil
+}
+
+// recountRounds bounds the rounds of recounted groups: each round can only
+// meet a fence moved in between by another writer (a worker that lost the
+// partition and has not noticed yet).
+const recountRounds = 4
+
+// recountOverlaps sends again, recounted after their fence, the groups that
+// straddled it, until none does.
+func (s *Store) recountOverlaps(ctx context.Context, b *Batch) error {
+	for round := 0; ; round++ {
+		var redo []overlap
+		for i, c := range b.calls {
+			if ic, ok := c.(*ingestCall); ok && b.done[i] {
+				b.Skipped += ic.skipped
+				redo = append(redo, ic.overlaps...)
+				ic.skipped, ic.overlaps = 0, nil // counted once
+			}
+		}
+		if len(redo) == 0 {
+			return nil
+		}
+		if round == recountRounds {
+			return fmt.Errorf("store.apply: %d groups still straddle their fence after %d recounts", len(redo), recountRounds)
+		}
+		ic := s.newIngestCalls()
+		for _, o := range redo {
+			p := b.parts[o.group.part]
+			if p.Recount == nil {
+				return fmt.Errorf("store.apply: %w: workspace %q straddles its fence but its part cannot recount", ErrBadReply, o.group.ws)
+			}
+			src := Source{Name: p.Source.Name, First: o.fence + 1, Last: p.Source.Last}
+			ic.group(o.group, src, p.Recount(o.group.ws, o.fence))
+			b.Recounted++
+		}
+		b.calls = append(b.calls, ic.calls...)
+		b.done = append(b.done, make([]bool, len(ic.calls))...)
+		if err := s.applyCalls(ctx, b); err != nil {
+			return err
+		}
+	}
 }
 
 // parallel runs fn(0..n-1) with at most ParallelCalls at once.
