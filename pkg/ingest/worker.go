@@ -58,6 +58,11 @@ type Config struct {
 	// MaxSkew is how far in the future an event time may be and still count.
 	MaxSkew time.Duration
 
+	// SessionTimeout is how long the group waits for a silent member before
+	// giving its partitions to the others (0: franz-go's default, 45 s). A
+	// crashed worker's partitions stall for that long.
+	SessionTimeout time.Duration
+
 	Clock  func() time.Time // default time.Now
 	Logger *slog.Logger
 	// ClientOpts are extra franz-go options (tests tune timeouts with them).
@@ -153,6 +158,10 @@ func (w *Worker) Run(ctx context.Context) error {
 		kgo.BlockRebalanceOnPoll(),
 		kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { hurry.Store(true) }),
 	}, w.cfg.ClientOpts...)
+	if d := w.cfg.SessionTimeout; d > 0 {
+		// Heartbeats must come well within the session timeout.
+		opts = append(opts, kgo.SessionTimeout(d), kgo.HeartbeatInterval(d/3))
+	}
 	cl, err := kafka.NewClient(w.cfg.Kafka, opts...)
 	if err != nil {
 		return fmt.Errorf("ingest: %w", err)
