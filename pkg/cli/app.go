@@ -40,6 +40,7 @@ func App(env Env) *cli.App {
 			scriptsCommand(&env),
 			produceCommand(&env),
 			runCommand(&env),
+			rebuildCommand(&env),
 			benchCommand(&env),
 		},
 		ExitErrHandler: func(*cli.Context, error) {}, // main decides how to exit

@@ -259,18 +259,9 @@ func (w *Worker) flush(ctx context.Context, cl *kgo.Client, b *batch, log *slog.
 		}
 	}
 
-	prepared := w.cfg.Store.PrepareParts(b.storeParts())
-	if err := retry(ctx, log, "write counts to Redis", &w.stats.RedisErrors, func() error {
-		return w.cfg.Store.Apply(ctx, prepared)
-	}); err != nil {
+	if err := applyCounts(ctx, w.cfg.Store, b, &w.stats, log); err != nil {
 		return err
 	}
-	w.stats.Counted.Add(int64(b.events) - prepared.Skipped)
-	w.stats.Replayed.Add(prepared.Skipped)
-	if prepared.Skipped > 0 || prepared.Recounted > 0 {
-		log.Info("replayed records were already counted; skipped them", "events", prepared.Skipped, "recounted_groups", prepared.Recounted)
-	}
-	w.stats.addRejected(b.rejected)
 
 	if err := cl.CommitRecords(ctx, b.commitRecords()...); err != nil {
 		w.stats.CommitErrors.Add(1)
@@ -278,6 +269,24 @@ func (w *Worker) flush(ctx context.Context, cl *kgo.Client, b *batch, log *slog.
 		return nil
 	}
 	w.stats.Flushes.Add(1)
+	return nil
+}
+
+// applyCounts writes the batch's counts to Redis, retrying until Redis
+// accepts them or ctx ends, and adds the outcome to stats.
+func applyCounts(ctx context.Context, st *store.Store, b *batch, stats *Stats, log *slog.Logger) error {
+	prepared := st.PrepareParts(b.storeParts())
+	if err := retry(ctx, log, "write counts to Redis", &stats.RedisErrors, func() error {
+		return st.Apply(ctx, prepared)
+	}); err != nil {
+		return err
+	}
+	stats.Counted.Add(int64(b.events) - prepared.Skipped)
+	stats.Replayed.Add(prepared.Skipped)
+	if prepared.Skipped > 0 || prepared.Recounted > 0 {
+		log.Info("replayed records were already counted; skipped them", "events", prepared.Skipped, "recounted_groups", prepared.Recounted)
+	}
+	stats.addRejected(b.rejected)
 	return nil
 }
 

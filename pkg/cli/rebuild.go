@@ -1,0 +1,70 @@
+package cli
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/topk-dev/topk/pkg/ingest"
+	"github.com/topk-dev/topk/pkg/scheduler"
+	"github.com/topk-dev/topk/pkg/store"
+)
+
+// DefaultRebuildSince covers the hour window plus the largest default clock
+// skew: an event written that long ago can still be inside the window.
+const DefaultRebuildSince = time.Hour + ingest.DefaultMaxSkew
+
+func rebuildCommand(env *Env) *cli.Command {
+	flags := []cli.Flag{brokersFlag(DefaultBrokers), topicFlag(), redisFlag(DefaultRedis), prefixFlag(),
+		&cli.DurationFlag{Name: "since", Value: DefaultRebuildSince, Usage: "replay the records the broker received this long ago and later"},
+		kFlag("entries kept in each cached ranking (as the scheduler's --k)"),
+	}
+	flags = append(flags, globalFlags()...)
+	flags = append(flags, logFlags("info")...)
+	return withConfig(&cli.Command{
+		Name:  "rebuild",
+		Usage: "recount the window from Kafka after Redis lost its data, then refresh every cached ranking",
+		Description: "Replays --topic from the first offset at or after now - --since up to the end offsets it\n" +
+			"finds at start, with no consumer group and no commits, through the same counting as\n" +
+			"`topk ingest`, then runs one scheduler pass over every workspace. Counts are fenced per\n" +
+			"workspace and partition, so it is safe while workers and schedulers run, and on a Redis\n" +
+			"that still has part of the data: nothing is counted twice.",
+		Flags: flags,
+		Action: serviceAction(env, func(c *cli.Context, st *store.Store, log *slog.Logger) error {
+			if c.Duration("since") <= 0 {
+				return cli.Exit("--since must be positive", exitUsage)
+			}
+			began := time.Now()
+			lastPrint := time.Time{}
+			stats, err := ingest.Replay(c.Context, ingest.ReplayConfig{
+				Kafka: kafkaConfig(c), Topic: c.String("topic"), Store: st,
+				Since: began.Add(-c.Duration("since")), Logger: log,
+				Progress: func(read, total int64) {
+					if time.Since(lastPrint) < 2*time.Second && read < total {
+						return
+					}
+					lastPrint = time.Now()
+					fmt.Fprintf(env.Err, "rebuild: %d/%d records (%.0f%%), %s elapsed\n",
+						read, total, 100*float64(read)/float64(max(total, 1)), time.Since(began).Round(time.Second))
+				},
+			})
+			if err != nil {
+				return cli.Exit(err.Error(), 1)
+			}
+			s, err := scheduler.New(scheduler.Params{Store: st, K: c.Int("k"), Logger: log})
+			if err != nil {
+				return cli.Exit(err.Error(), exitUsage)
+			}
+			tick, err := s.Tick(c.Context) // a first tick refreshes every workspace
+			if err != nil {
+				return cli.Exit(err.Error(), 1)
+			}
+			fmt.Fprintf(env.Out, "rebuilt in %s: %d records read, %d events counted, %d already counted, %d rejected (%v); %d cached rankings refreshed\n",
+				time.Since(began).Round(100*time.Millisecond), stats.Consumed.Load(), stats.Counted.Load(),
+				stats.Replayed.Load(), stats.Rejected.Load(), stats.RejectedBy(), tick.Refreshed)
+			return nil
+		}),
+	})
+}
