@@ -183,6 +183,7 @@ type getOutput struct {
 	WindowStart time.Time `json:"window_start"`
 	WindowEnd   time.Time `json:"window_end"`
 	AgeSeconds  float64   `json:"age_seconds"`
+	Stale       bool      `json:"stale"`
 }
 
 // getJSON runs `topk get --json` with extra arguments and decodes its output.
@@ -549,6 +550,9 @@ func TestGetOutput(t *testing.T) {
 		if g.AgeSeconds < 0 || g.AgeSeconds > 60 {
 			t.Errorf("age_seconds = %v, want the seconds since computed_at", g.AgeSeconds)
 		}
+		if g.Stale {
+			t.Errorf("a result computed %.1f s ago is reported stale", g.AgeSeconds)
+		}
 
 		g, err = getJSON(t, r.Addr(), "w1", "--k", "2")
 		if err != nil {
@@ -725,5 +729,33 @@ func TestRunStartsAndStopsRedis(t *testing.T) {
 	}
 	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
 		t.Fatalf("redis-server pid %d (%s) still exists after run returned: kill(pid, 0) = %v", pid, m[1], err)
+	}
+}
+
+// TestGetMarksStaleResults: a cached ranking older than twice the longest
+// scheduler interval is flagged, in the header and in JSON.
+func TestGetMarksStaleResults(t *testing.T) {
+	r := testenv.Redis(t)
+	ctx := context.Background()
+	st := store.New(testenv.Client(t, r.Addr()), keys.New(""), window.Hour, store.Options{})
+	then := time.Now().Add(-30 * time.Second)
+	c := store.Counts{}
+	c.Add("w1", window.Minute(then), "c-a", 2)
+	if err := st.Apply(ctx, st.Prepare(c)); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Refresh(ctx, []string{"w1"}, then, 10); err != nil {
+		t.Fatal(err)
+	}
+	out := mustRun(t, "get", "--redis", r.Addr(), "--workspace", "w1")
+	if !strings.Contains(out, "STALE: not refreshed for 30s") {
+		t.Errorf("header does not flag a 30 s old result:\n%s", out)
+	}
+	g, err := getJSON(t, r.Addr(), "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !g.Stale || g.AgeSeconds < 30 {
+		t.Errorf("JSON stale = %v, age %.1f s; want stale", g.Stale, g.AgeSeconds)
 	}
 }

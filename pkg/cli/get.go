@@ -9,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/topk-dev/topk/pkg/scheduler"
 	"github.com/topk-dev/topk/pkg/store"
 )
 
@@ -49,7 +50,7 @@ func getCommand(env *Env) *cli.Command {
 			}
 			age := time.Since(res.ComputedAt)
 			if c.Bool("json") {
-				return writeJSON(env, getJSON{Workspace: ws, Result: res, AgeSeconds: age.Seconds()})
+				return writeJSON(env, getJSON{Workspace: ws, Result: res, AgeSeconds: age.Seconds(), Stale: age > staleAfter})
 			}
 			printResult(env, "workspace "+ws, res, age)
 			return nil
@@ -61,6 +62,20 @@ type getJSON struct {
 	Workspace string `json:"workspace"`
 	store.Result
 	AgeSeconds float64 `json:"age_seconds"`
+	Stale      bool    `json:"stale"`
+}
+
+// staleAfter is the age past which a cached result is reported stale: twice
+// the longest scheduler interval, so at least two refreshes were missed.
+const staleAfter = 2 * scheduler.MaxInterval
+
+// staleNote is what a header says of a result of this age: nothing when it
+// is fresh enough.
+func staleNote(age time.Duration) string {
+	if age <= staleAfter {
+		return ""
+	}
+	return fmt.Sprintf("; STALE: not refreshed for %s (is `topk schedule` running and reaching Redis?)", age.Round(time.Second))
 }
 
 func writeJSON(env *Env, v any) error {
@@ -71,9 +86,9 @@ func writeJSON(env *Env, v any) error {
 
 // printResult prints a ranking as a table under a one-line header.
 func printResult(env *Env, title string, res store.Result, age time.Duration) {
-	fmt.Fprintf(env.Out, "%s: top %d of the last hour (%s - %s UTC), computed %s ago\n",
+	fmt.Fprintf(env.Out, "%s: top %d of the last hour (%s - %s UTC), computed %s ago%s\n",
 		title, len(res.Entries), res.WindowStart.UTC().Format("15:04:05"), res.WindowEnd.UTC().Format("15:04:05"),
-		age.Round(100*time.Millisecond))
+		age.Round(100*time.Millisecond), staleNote(age))
 	if len(res.Entries) == 0 {
 		fmt.Fprintln(env.Out, "  (no activity in the window)")
 		return
@@ -96,14 +111,14 @@ func getGlobal(c *cli.Context, env *Env, st *store.Store) error {
 	}
 	age := time.Since(res.ComputedAt)
 	if c.Bool("json") {
-		return writeJSON(env, globalJSON{GlobalResult: res, AgeSeconds: age.Seconds()})
+		return writeJSON(env, globalJSON{GlobalResult: res, AgeSeconds: age.Seconds(), Stale: age > staleAfter})
 	}
 	bound := "unknown"
 	if res.ErrorBound >= 0 {
 		bound = fmt.Sprintf("at most ±%d", res.ErrorBound)
 	}
-	fmt.Fprintf(env.Out, "global: top %d of the last hour (%s - %s UTC), computed %s ago\n",
-		len(res.Entries), res.WindowStart.UTC().Format("15:04:05"), res.WindowEnd.UTC().Format("15:04:05"), age.Round(100*time.Millisecond))
+	fmt.Fprintf(env.Out, "global: top %d of the last hour (%s - %s UTC), computed %s ago%s\n",
+		len(res.Entries), res.WindowStart.UTC().Format("15:04:05"), res.WindowEnd.UTC().Format("15:04:05"), age.Round(100*time.Millisecond), staleNote(age))
 	fmt.Fprintf(env.Out, "approximate (%s summaries, %d shards x %d items a minute): %d events in the window, counts %s\n",
 		res.Backend, res.Shards, res.Capacity, res.Events, bound)
 	if len(res.Entries) == 0 {
@@ -129,4 +144,5 @@ func getGlobal(c *cli.Context, env *Env, st *store.Store) error {
 type globalJSON struct {
 	store.GlobalResult
 	AgeSeconds float64 `json:"age_seconds"`
+	Stale      bool    `json:"stale"`
 }

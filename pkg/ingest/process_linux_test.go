@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -111,7 +112,8 @@ type crashEnv struct {
 	events int64
 }
 
-func newCrashEnv(t *testing.T, partitions int32) *crashEnv {
+// newCrashEnv starts the broker and a redis-server with redisArgs.
+func newCrashEnv(t *testing.T, partitions int32, redisArgs ...string) *crashEnv {
 	t.Helper()
 	topic := "ev"
 	// A short minimum session timeout lets a killed worker's partitions
@@ -121,7 +123,7 @@ func newCrashEnv(t *testing.T, partitions int32) *crashEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(k.Close)
-	r := testenv.Redis(t)
+	r := testenv.Redis(t, redisArgs...)
 	return &crashEnv{kafka: k, redis: r, rc: testenv.Client(t, r.Addr()), topic: topic, truth: map[string]map[string]int64{}}
 }
 
@@ -319,5 +321,82 @@ func TestWorkersJoinAndLeave(t *testing.T) {
 	t.Logf("%d events produced, %d counted; %d lost, %d counted twice", e.events, total, lost, double)
 	if lost != 0 || double != 0 {
 		t.Fatalf("%d events lost, %d counted twice", lost, double)
+	}
+}
+
+// committed returns the group's committed offsets, summed over partitions.
+func (e *crashEnv) committed(t *testing.T, group string) int64 {
+	t.Helper()
+	cl, err := kafka.NewClient(kafka.Config{Brokers: e.kafka.ListenAddrs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	offs, err := kadm.NewClient(cl).FetchOffsets(context.Background(), group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum int64
+	offs.Each(func(o kadm.OffsetResponse) { sum += o.At })
+	return sum
+}
+
+// TestRedisOutage: Redis crashes mid-stream and stays down for 30 s, then
+// comes back with its data (append-only file). Meanwhile the workers retry
+// and commit nothing, `topk get` fails with a clear error, and the
+// scheduler reports that the rankings grow stale. Afterwards the workers
+// catch up: nothing lost, nothing counted twice.
+func TestRedisOutage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process-level test")
+	}
+	e := newCrashEnv(t, 4, "--appendonly", "yes", "--appendfsync", "always")
+	log := &testenv.SyncBuffer{}
+	startTopk(t, log, e.ingestArgs("g")...)
+	startTopk(t, log, "schedule", "--redis", e.redis.Addr(), "--interval", "200ms", "--global-backend", "lua")
+	produced := make(chan struct{})
+	go func() { defer close(produced); e.produce(t, 40_000, 1_000) }()
+
+	time.Sleep(5 * time.Second)
+	if err := e.redis.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	down := time.Now()
+	time.Sleep(3 * time.Second) // let batches written before the crash commit
+	before := e.committed(t, "g")
+
+	get := exec.Command(topkBinary(t), "get", "--redis", e.redis.Addr(), "--workspace", "w-01")
+	out, err := get.CombinedOutput()
+	if code := get.ProcessState.ExitCode(); err == nil || code != 1 || !strings.Contains(string(out), "cannot reach Redis at "+e.redis.Addr()) {
+		t.Errorf("topk get with Redis down: exit %d, output %q; want exit 1 and a clear error", code, out)
+	}
+	time.Sleep(30*time.Second - time.Since(down))
+	if after := e.committed(t, "g"); after != before {
+		t.Errorf("committed offsets moved from %d to %d while Redis was down", before, after)
+	}
+	if err := e.redis.Restart(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	up := time.Now()
+	<-produced
+	e.waitCounted(t, 60*time.Second)
+	caughtUp := time.Since(up)
+	total, lost, double := e.counted(t)
+	logs := log.String()
+	t.Logf("%d events produced, %d counted; %d lost, %d counted twice; Redis down %s; every event counted %s after it came back",
+		e.events, total, lost, double, up.Sub(down).Round(time.Second), caughtUp.Round(100*time.Millisecond))
+	if lost != 0 || double != 0 {
+		t.Fatalf("%d events lost, %d counted twice", lost, double)
+	}
+	for _, want := range []string{"write counts to Redis failed; retrying", "write counts to Redis succeeded after retries",
+		"scheduler tick failed; cached rankings keep their last values and grow stale"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("no log line %q", want)
+		}
+	}
+	// The scheduler refreshes again: a fresh ranking is readable.
+	get = exec.Command(topkBinary(t), "get", "--redis", e.redis.Addr(), "--workspace", "w-01")
+	if out, err := get.CombinedOutput(); err != nil || strings.Contains(string(out), "STALE") {
+		t.Errorf("topk get after the outage: %v\n%s", err, out)
 	}
 }

@@ -104,9 +104,13 @@ func New(p Params) (*Scheduler, error) {
 func (s *Scheduler) Run(ctx context.Context) error {
 	t := time.NewTicker(s.p.Interval)
 	defer t.Stop()
+	lastOK := time.Now()
 	for {
-		if _, err := s.Tick(ctx); err != nil && ctx.Err() == nil {
-			s.p.Logger.Warn("scheduler tick failed", "err", err)
+		if _, err := s.Tick(ctx); err == nil {
+			lastOK = time.Now()
+		} else if ctx.Err() == nil {
+			s.p.Logger.Warn("scheduler tick failed; cached rankings keep their last values and grow stale",
+				"stale_for", time.Since(lastOK).Round(time.Second), "err", err)
 		}
 		select {
 		case <-ctx.Done():
