@@ -275,11 +275,12 @@ func TestKilledWorkersLoseAndDoubleNothing(t *testing.T) {
 			kills++
 		}
 	}
+	ended := time.Now()
 	e.waitCounted(t, 90*time.Second)
 	total, lost, double := e.counted(t)
 	replays := strings.Count(log.String(), "replayed records were already counted")
-	t.Logf("%d events produced, %d counted; %d lost, %d counted twice; %d kills; %d batches met a fence",
-		e.events, total, lost, double, kills, replays)
+	t.Logf("%d events produced, %d counted; %d lost, %d counted twice; %d kills; %d batches met a fence; all counted %s after the stream ended",
+		e.events, total, lost, double, kills, replays, time.Since(ended).Round(100*time.Millisecond))
 	if lost != 0 || double != 0 {
 		t.Fatalf("%d events lost, %d counted twice", lost, double)
 	}
@@ -316,9 +317,11 @@ func TestWorkersJoinAndLeave(t *testing.T) {
 	w3.kill()
 	startTopk(t, log, e.ingestArgs("g")...)
 	<-produced
+	ended := time.Now()
 	e.waitCounted(t, 90*time.Second)
 	total, lost, double := e.counted(t)
-	t.Logf("%d events produced, %d counted; %d lost, %d counted twice", e.events, total, lost, double)
+	t.Logf("%d events produced, %d counted; %d lost, %d counted twice; all counted %s after the stream ended",
+		e.events, total, lost, double, time.Since(ended).Round(100*time.Millisecond))
 	if lost != 0 || double != 0 {
 		t.Fatalf("%d events lost, %d counted twice", lost, double)
 	}
