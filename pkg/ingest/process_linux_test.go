@@ -37,7 +37,7 @@ var (
 )
 
 // topkBinary builds this command once per test run.
-func topkBinary(t *testing.T) string {
+func topkBinary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "topk-bin-")
@@ -66,7 +66,7 @@ type proc struct {
 
 // startTopk starts `topk args...`, its output appended to log. The child
 // dies with the test process (Pdeathsig), and t's cleanup kills it.
-func startTopk(t *testing.T, log *testenv.SyncBuffer, args ...string) *proc {
+func startTopk(t testing.TB, log *testenv.SyncBuffer, args ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(topkBinary(t), args...)
 	cmd.Stdout, cmd.Stderr = log, log
@@ -113,7 +113,7 @@ type crashEnv struct {
 }
 
 // newCrashEnv starts the broker and a redis-server with redisArgs.
-func newCrashEnv(t *testing.T, partitions int32, redisArgs ...string) *crashEnv {
+func newCrashEnv(t testing.TB, partitions int32, redisArgs ...string) *crashEnv {
 	t.Helper()
 	topic := "ev"
 	// A short minimum session timeout lets a killed worker's partitions
