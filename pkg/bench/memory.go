@@ -171,8 +171,20 @@ func RunMemory(ctx context.Context, c rueidis.Client, cfg MemoryConfig) (*Memory
 	}()
 	workspaces := map[string]struct{}{}
 	for mc := range next {
-		if err := st.Apply(ctx, st.Prepare(mc.counts)); err != nil {
-			return nil, fmt.Errorf("bench.memory: %w", err)
+		// A busy machine can time a call out; Apply re-sends only the calls
+		// Redis did not acknowledge.
+		b := st.Prepare(mc.counts)
+		for attempt := 1; ; attempt++ {
+			err := st.Apply(ctx, b)
+			if err == nil {
+				break
+			}
+			if attempt == 5 || ctx.Err() != nil {
+				return nil, fmt.Errorf("bench.memory: %w", err)
+			}
+			if cfg.Progress != nil {
+				fmt.Fprintf(cfg.Progress, "bench: memory: %v; retrying\n", err)
+			}
 		}
 		for ws := range mc.counts {
 			workspaces[ws] = struct{}{}
