@@ -41,6 +41,7 @@ func App(env Env) *cli.App {
 			produceCommand(&env),
 			runCommand(&env),
 			rebuildCommand(&env),
+			serveCommand(&env),
 			benchCommand(&env),
 		},
 		ExitErrHandler: func(*cli.Context, error) {}, // main decides how to exit

@@ -72,6 +72,11 @@ func New(c rueidis.Client, ks keys.Space, w window.Window, opts Options) *Store 
 	return &Store{c: c, keys: ks, win: w, cluster: c.Mode() == rueidis.ClientModeCluster, opts: opts}
 }
 
+// Ping reports whether Redis answers.
+func (s *Store) Ping(ctx context.Context) error {
+	return s.c.Do(ctx, s.c.B().Ping().Build()).Error()
+}
+
 // Window returns the window the store uses.
 func (s *Store) Window() window.Window { return s.win }
 

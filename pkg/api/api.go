@@ -1,0 +1,192 @@
+// Package api is topk's HTTP read API. It serves only cached results (one
+// MULTI/EXEC read of a ranking and its metadata per request, never a
+// computation over buckets), so its cost does not depend on the traffic.
+//
+//	GET /v1/top?workspace=W&window=1h&k=100   a workspace's ranking (exact)
+//	GET /v1/top/global?window=1h&k=100        the global ranking (approximate)
+//	GET /trending?window=1h&k=100             the same, at the seed's path
+//	GET /healthz                              the process is up
+//	GET /readyz                               Redis answers
+//
+// Errors are JSON {"error": "..."}: 400 for bad parameters, 404 when no
+// cached ranking exists, 503 when Redis cannot be reached; never a stack
+// trace.
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/topk-dev/topk/pkg/store"
+)
+
+// MaxK is the largest k a request may ask for.
+const MaxK = 1000
+
+// Windows are the windows the API serves.
+var Windows = []string{"1h"}
+
+// staleAfter matches `topk get`: twice the longest scheduler interval.
+const staleAfter = 10 * time.Second
+
+// Reader is what the API reads: the store's cached results.
+type Reader interface {
+	ReadTop(ctx context.Context, ws string, n int) (store.Result, error)
+	ReadGlobal(ctx context.Context, n int) (store.GlobalResult, error)
+	Ping(ctx context.Context) error
+}
+
+// Item is one ranked entry. Error bounds the count (the true count lies
+// within count ± error); it is 0 for exact results and -1 when unknown.
+type Item struct {
+	Rank       int    `json:"rank"`
+	ID         string `json:"id"`
+	Count      int64  `json:"count"`
+	Error      int64  `json:"error"`
+	Guaranteed bool   `json:"guaranteed"`
+}
+
+// Response is a ranking as the API returns it.
+type Response struct {
+	Workspace   string    `json:"workspace,omitempty"`
+	Window      string    `json:"window"`
+	Items       []Item    `json:"items"`
+	WindowStart time.Time `json:"window_start"`
+	WindowEnd   time.Time `json:"window_end"`
+	ComputedAt  time.Time `json:"computed_at"`
+	AgeSeconds  float64   `json:"age_seconds"`
+	Stale       bool      `json:"stale"`
+	// Exact is true when every count is exact: always for a workspace, and
+	// for the global ranking when every error bound is 0.
+	Exact bool `json:"exact"`
+}
+
+// NewHandler returns the API's routes over r.
+func NewHandler(r Reader, log *slog.Logger) http.Handler {
+	h := &handler{r: r, log: log, now: time.Now}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/top", h.workspace)
+	mux.HandleFunc("GET /v1/top/global", h.global)
+	mux.HandleFunc("GET /trending", h.global)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", h.ready)
+	return mux
+}
+
+type handler struct {
+	r   Reader
+	log *slog.Logger
+	now func() time.Time
+}
+
+// params reads window and k, answering 400 itself when they are bad.
+func (h *handler) params(w http.ResponseWriter, req *http.Request) (window string, k int, ok bool) {
+	q := req.URL.Query()
+	window = q.Get("window")
+	if window == "" {
+		window = Windows[0]
+	}
+	known := false
+	for _, win := range Windows {
+		known = known || win == window
+	}
+	if !known {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("unknown window %q (served: %v)", window, Windows))
+		return "", 0, false
+	}
+	k = 100
+	if v := q.Get("k"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxK {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("k must be an integer in [1, %d], got %q", MaxK, v))
+			return "", 0, false
+		}
+		k = n
+	}
+	return window, k, true
+}
+
+func (h *handler) workspace(w http.ResponseWriter, req *http.Request) {
+	window, k, ok := h.params(w, req)
+	if !ok {
+		return
+	}
+	ws := req.URL.Query().Get("workspace")
+	if ws == "" {
+		writeError(w, http.StatusBadRequest, "missing workspace parameter")
+		return
+	}
+	res, err := h.r.ReadTop(req.Context(), ws, k)
+	if err != nil {
+		h.readError(w, err, fmt.Sprintf("no ranking for workspace %q: no activity in the window, or no scheduler is running", ws))
+		return
+	}
+	out := h.response(window, res.WindowStart, res.WindowEnd, res.ComputedAt)
+	out.Workspace, out.Exact = ws, true
+	for _, e := range res.Entries {
+		out.Items = append(out.Items, Item{Rank: e.Rank, ID: e.ID, Count: e.Count, Guaranteed: true})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (h *handler) global(w http.ResponseWriter, req *http.Request) {
+	window, k, ok := h.params(w, req)
+	if !ok {
+		return
+	}
+	res, err := h.r.ReadGlobal(req.Context(), k)
+	if err != nil {
+		h.readError(w, err, "no global ranking: no activity in the window, or no scheduler is running")
+		return
+	}
+	out := h.response(window, res.WindowStart, res.WindowEnd, res.ComputedAt)
+	out.Exact = true
+	for _, e := range res.Entries {
+		out.Items = append(out.Items, Item{Rank: e.Rank, ID: e.ID, Count: e.Count, Error: e.Err, Guaranteed: e.Guaranteed})
+		out.Exact = out.Exact && e.Err == 0
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (h *handler) response(window string, start, end, computed time.Time) Response {
+	age := h.now().Sub(computed)
+	return Response{Window: window, Items: []Item{}, WindowStart: start, WindowEnd: end, ComputedAt: computed,
+		AgeSeconds: age.Seconds(), Stale: age > staleAfter}
+}
+
+// readError answers 404 for a missing result and 503 for anything else:
+// every other read error means Redis could not be read.
+func (h *handler) readError(w http.ResponseWriter, err error, notFound string) {
+	if errors.Is(err, store.ErrNoResult) {
+		writeError(w, http.StatusNotFound, notFound)
+		return
+	}
+	h.log.Warn("api: read failed", "err", err)
+	writeError(w, http.StatusServiceUnavailable, "cannot read the cached rankings from Redis")
+}
+
+func (h *handler) ready(w http.ResponseWriter, req *http.Request) {
+	if err := h.r.Ping(req.Context()); err != nil {
+		writeError(w, http.StatusServiceUnavailable, "Redis does not answer")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, map[string]string{"error": msg})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v) // the client may have gone; nothing to do
+}
