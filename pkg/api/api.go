@@ -23,6 +23,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/topk-dev/topk/pkg/scheduler"
 	"github.com/topk-dev/topk/pkg/store"
 )
 
@@ -31,9 +32,6 @@ const MaxK = 1000
 
 // Windows are the windows the API serves.
 var Windows = []string{"1h"}
-
-// staleAfter matches `topk get`: twice the longest scheduler interval.
-const staleAfter = 10 * time.Second
 
 // Reader is what the API reads: the store's cached results.
 type Reader interface {
@@ -159,7 +157,7 @@ func (h *handler) global(w http.ResponseWriter, req *http.Request) {
 func (h *handler) response(window string, start, end, computed time.Time) Response {
 	age := h.now().Sub(computed)
 	return Response{Window: window, Items: []Item{}, WindowStart: start, WindowEnd: end, ComputedAt: computed,
-		AgeSeconds: age.Seconds(), Stale: age > staleAfter}
+		AgeSeconds: age.Seconds(), Stale: age > scheduler.StaleAfter}
 }
 
 // readError answers 404 for a missing result and 503 for anything else:

@@ -50,7 +50,7 @@ func getCommand(env *Env) *cli.Command {
 			}
 			age := time.Since(res.ComputedAt)
 			if c.Bool("json") {
-				return writeJSON(env, getJSON{Workspace: ws, Result: res, AgeSeconds: age.Seconds(), Stale: age > staleAfter})
+				return writeJSON(env, getJSON{Workspace: ws, Result: res, AgeSeconds: age.Seconds(), Stale: age > scheduler.StaleAfter})
 			}
 			printResult(env, "workspace "+ws, res, age)
 			return nil
@@ -65,14 +65,10 @@ type getJSON struct {
 	Stale      bool    `json:"stale"`
 }
 
-// staleAfter is the age past which a cached result is reported stale: twice
-// the longest scheduler interval, so at least two refreshes were missed.
-const staleAfter = 2 * scheduler.MaxInterval
-
 // staleNote is what a header says of a result of this age: nothing when it
 // is fresh enough.
 func staleNote(age time.Duration) string {
-	if age <= staleAfter {
+	if age <= scheduler.StaleAfter {
 		return ""
 	}
 	return fmt.Sprintf("; STALE: not refreshed for %s (is `topk schedule` running and reaching Redis?)", age.Round(time.Second))
@@ -111,7 +107,7 @@ func getGlobal(c *cli.Context, env *Env, st *store.Store) error {
 	}
 	age := time.Since(res.ComputedAt)
 	if c.Bool("json") {
-		return writeJSON(env, globalJSON{GlobalResult: res, AgeSeconds: age.Seconds(), Stale: age > staleAfter})
+		return writeJSON(env, globalJSON{GlobalResult: res, AgeSeconds: age.Seconds(), Stale: age > scheduler.StaleAfter})
 	}
 	bound := "unknown"
 	if res.ErrorBound >= 0 {

@@ -35,6 +35,10 @@ import (
 // 5 s from event to cached ranking.
 const MaxInterval = 5 * time.Second
 
+// StaleAfter is the age past which readers should call a cached result
+// stale: twice the longest interval, so at least two refreshes were missed.
+const StaleAfter = 2 * MaxInterval
+
 // Params configures a Scheduler.
 type Params struct {
 	Store    *store.Store
