@@ -119,6 +119,7 @@ func TestRebuildRestoresEverything(t *testing.T) {
 		return total == n, fmt.Sprintf("%d of %d events ranked", total, n)
 	}
 	sched := startCLI(t, "schedule", "--redis", redis, "--interval", "100ms")
+	waitStarted(t, sched, "scheduler started")
 	waitFor(t, "every event counted and ranked", counted, ingest, sched)
 	ingest.stop(t)
 	sched.stop(t)
