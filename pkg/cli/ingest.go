@@ -48,6 +48,7 @@ func newWorkers(c *cli.Context, st *store.Store, log *slog.Logger) ([]*ingest.Wo
 		BatchEvents:    c.Int("batch-events"),
 		BatchAge:       c.Duration("batch-age"),
 		MaxSkew:        c.Duration("max-skew"),
+		UserMinuteCap:  c.Int("user-minute-cap"),
 		SessionTimeout: c.Duration("session-timeout"),
 		Logger:         log,
 	}

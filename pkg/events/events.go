@@ -55,6 +55,9 @@ const (
 	ReasonIDTooLong      Reason = "id_too_long"
 	ReasonTooOld         Reason = "too_old"
 	ReasonTooFarInFuture Reason = "too_far_in_future"
+	// ReasonUserCapped: the user already had the configured number of
+	// events counted in the event's minute (ingest --user-minute-cap).
+	ReasonUserCapped Reason = "user_minute_cap"
 )
 
 // RejectError is returned for a record that is not a valid event.

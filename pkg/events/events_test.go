@@ -350,14 +350,42 @@ var fuzzSeeds = []string{
 	`{"workspace_id":"w","channel_id":"c","ts":9223372036854775808}`,
 	`{"workspace_id":"","channel_id":"c","ts":1}`,
 	`{"channel_id":"c","ts":1}`,
+	// Hostile input: ids of the bytes that matter to Redis keys (valid as
+	// escapes; a raw control byte inside a string is malformed), ids at and
+	// over the limit, deep nesting, huge numbers, duplicate keys in other
+	// cases, overlong UTF-8. testdata/fuzz/FuzzDecode* hold more of these.
+	`{"workspace_id":"{w}:/\n\u0000","channel_id":"}\u0000{:/","user_id":"{u}\n","ts":1}`,
+	"{\"workspace_id\":\"w\x00\",\"channel_id\":\"c\",\"ts\":1}",
+	validEvent(hostileID(events.MaxIDBytes), hostileID(events.MaxIDBytes), 1),
+	validEvent(hostileID(events.MaxIDBytes+1), "c", 1),
+	`{"workspace_id":"w","channel_id":"c","ts":1,"x":` + strings.Repeat(`[{"a":`, 100) + `1` + strings.Repeat("}]", 100) + `}`,
+	`{"workspace_id":"w","channel_id":"c","ts":1e400}`,
+	`{"workspace_id":"w","channel_id":"c","ts":` + strings.Repeat("9", 400) + `}`,
+	`{"workspace_id":"w","channel_id":"c","ts":1,"n":-1e99999999999}`,
+	`{"workspace_id":"w","Workspace_ID":"v","channel_id":"c","ts":1,"TS":null}`,
+	"{\"workspace_id\":\"\xc0\xaf\",\"channel_id\":\"c\",\"ts\":1}",
+}
+
+// hostileID is an id of n bytes made of the bytes that could break a Redis
+// key or a log line: { } : / newline NUL.
+func hostileID(n int) string {
+	return strings.Repeat("{}:/\n\x00", n/6+1)[:n]
 }
 
 func FuzzDecode(f *testing.F) {
 	for _, s := range fuzzSeeds {
 		f.Add([]byte(s))
 	}
+	// Built here, to keep testdata/fuzz small: a 4 MB record (an event with
+	// a huge unknown field) and an event whose unknown field is nested
+	// deeper than encoding/json allows.
+	f.Add([]byte(`{"workspace_id":"w","channel_id":"c","ts":1,"pad":"` + strings.Repeat("p", 4<<20) + `"}`))
+	f.Add([]byte(`{"workspace_id":"w","channel_id":"c","ts":1,"x":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}`))
 	f.Fuzz(func(t *testing.T, value []byte) {
 		ev, err := events.Decode(value)
+		if tooLarge := len(value) > events.MaxRecordBytes; tooLarge != (events.ReasonOf(err) == events.ReasonTooLarge) {
+			t.Fatalf("Decode of %d bytes: %v (the limit is %d)", len(value), err, events.MaxRecordBytes)
+		}
 		if err != nil {
 			if events.ReasonOf(err) == "" {
 				t.Fatalf("Decode(%q) error %v carries no reason", value, err)
@@ -398,4 +426,25 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("round trip changed the event:\n  %+v\n  %+v", ev, again)
 		}
 	})
+}
+
+// TestDecodeMultiMegabyte: records of several megabytes, valid JSON or not,
+// are refused as too_large by their length alone, without being decoded.
+func TestDecodeMultiMegabyte(t *testing.T) {
+	for _, mb := range []int{1, 4, 16} {
+		valid := []byte(validEvent("w", "c", 1))
+		huge := append(valid[:len(valid)-1:len(valid)-1], `,"pad":"`+strings.Repeat("p", mb<<20)+`"}`...)
+		garbage := []byte(strings.Repeat("\xff{", mb<<19))
+		for _, value := range [][]byte{huge, garbage} {
+			_, err := events.Decode(value)
+			if events.ReasonOf(err) != events.ReasonTooLarge || len(err.Error()) > 512 {
+				t.Fatalf("Decode of a %d MB record: %v, want a short too_large", mb, err)
+			}
+			// Decoding would allocate; the length check allocates only
+			// the error.
+			if allocs := testing.AllocsPerRun(10, func() { _, _ = events.Decode(value) }); allocs > 5 {
+				t.Errorf("Decode of a %d MB record: %.0f allocations", mb, allocs)
+			}
+		}
+	}
 }

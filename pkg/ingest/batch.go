@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"hash/maphash"
 	"strconv"
 	"time"
 
@@ -16,10 +17,15 @@ import (
 // the broker and block its partition. A truncated copy says so in a header.
 const maxDeadLetterValue = 256 << 10
 
-// timeRule decides whether an event time still counts.
+// timeRule decides whether an event still counts: by its time, and by the
+// per-user cap when one is set.
 type timeRule struct {
 	win     window.Window
 	maxSkew time.Duration
+	// userCap is the worker's per-user-per-minute cap, nil when it is off.
+	// A pointer: the rule is passed by value, and the cap's state must
+	// outlive each batch.
+	userCap *userCap
 }
 
 // check rejects events whose minute has left the window at now, and events
@@ -33,6 +39,62 @@ func (r timeRule) check(ts int64, now time.Time) error {
 		return events.Reject(events.ReasonTooFarInFuture, "event time %s is more than %s ahead of %s",
 			time.UnixMilli(ts).UTC().Format(time.RFC3339Nano), r.maxSkew, now.UTC().Format(time.RFC3339Nano))
 	}
+	return nil
+}
+
+// userCap enforces Config.UserMinuteCap: at most max counted events per
+// (workspace, user, event minute). Records are keyed by workspace, so one
+// worker sees all of a workspace's events and the cap is exact for them.
+// The state is the worker's, in memory only, and used by its goroutine
+// alone.
+type userCap struct {
+	max  int
+	seed maphash.Seed
+	// counted is, per event minute, the events let through per (workspace,
+	// user). The pair is keyed by a 64-bit seeded hash so that an entry
+	// costs the same however long the ids are (a user id has no limit
+	// below the record's 64 KiB); a collision, about n²/2⁶⁵ for n users in
+	// a minute, would make two users share one cap for that minute.
+	counted map[int64]map[uint64]int
+	first   int64 // minutes before this one have been dropped
+}
+
+func newUserCap(max int) *userCap {
+	if max <= 0 {
+		return nil
+	}
+	return &userCap{max: max, seed: maphash.MakeSeed(), counted: map[int64]map[uint64]int{}}
+}
+
+// admit lets ev through, or rejects it when its user has reached the cap in
+// its minute. first is the window's first minute: older minutes are dropped,
+// since the time rule no longer lets any of their events through, which
+// bounds the state to the window's users. An event without a user id is
+// not capped: there is no user to hold it against.
+func (c *userCap) admit(ev events.Event, first int64) error {
+	if first > c.first {
+		for m := range c.counted {
+			if m < first {
+				delete(c.counted, m)
+			}
+		}
+		c.first = first
+	}
+	if ev.UserID == "" {
+		return nil
+	}
+	m := window.MinuteOfMillis(ev.TS)
+	users := c.counted[m]
+	if users == nil {
+		users = map[uint64]int{}
+		c.counted[m] = users
+	}
+	k := maphash.Comparable(c.seed, [2]string{ev.WorkspaceID, ev.UserID})
+	if users[k] >= c.max {
+		return events.Reject(events.ReasonUserCapped, "user %.40q already has %d events in minute %s of workspace %.40q",
+			ev.UserID, c.max, time.Unix(m*60, 0).UTC().Format(time.RFC3339), ev.WorkspaceID)
+	}
+	users[k]++
 	return nil
 }
 
@@ -95,6 +157,9 @@ func (b *batch) add(r *kgo.Record, rule timeRule, now time.Time, dlqTopic string
 	ev, err := events.Decode(r.Value)
 	if err == nil {
 		err = rule.check(ev.TS, now)
+	}
+	if err == nil && rule.userCap != nil {
+		err = rule.userCap.admit(ev, rule.win.First(now)) // last: only events that would count use up the cap
 	}
 	if err != nil {
 		b.reject(r, err, dlqTopic)

@@ -37,6 +37,8 @@ type fixture struct {
 	store   *store.Store
 	now     time.Time
 	groupNo int
+	// configure, when set, adjusts the config of each worker startWorker starts.
+	configure func(*ingest.Config)
 }
 
 func newFixture(t *testing.T, partitions int32) *fixture {
@@ -85,7 +87,7 @@ type worker struct {
 
 func (f *fixture) startWorker(group string, extra ...kgo.Opt) *worker {
 	f.t.Helper()
-	w, err := ingest.New(ingest.Config{
+	cfg := ingest.Config{
 		Kafka:      kafka.Config{Brokers: f.brokers()},
 		Topic:      topic,
 		Group:      group,
@@ -94,7 +96,11 @@ func (f *fixture) startWorker(group string, extra ...kgo.Opt) *worker {
 		Clock:      func() time.Time { return f.now },
 		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
 		ClientOpts: extra,
-	})
+	}
+	if f.configure != nil {
+		f.configure(&cfg)
+	}
+	w, err := ingest.New(cfg)
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -57,6 +57,11 @@ type Config struct {
 	BatchAge time.Duration
 	// MaxSkew is how far in the future an event time may be and still count.
 	MaxSkew time.Duration
+	// UserMinuteCap, when above 0, counts at most this many events per
+	// workspace, user and event minute; the user's further events in that
+	// minute go to the dead-letter topic as user_minute_cap. It stops one
+	// user (a bot) from flooding a channel's rank. 0 turns it off.
+	UserMinuteCap int
 
 	// SessionTimeout is how long the group waits for a silent member before
 	// giving its partitions to the others (0: franz-go's default, 45 s). A
@@ -122,6 +127,8 @@ func New(cfg Config) (*Worker, error) {
 		return nil, errors.New("ingest: no topic (--topic)")
 	case cfg.Group == "":
 		return nil, errors.New("ingest: no consumer group (--group)")
+	case cfg.UserMinuteCap < 0:
+		return nil, errors.New("ingest: --user-minute-cap must not be negative (0 turns it off)")
 	}
 	if cfg.DLQTopic == "" {
 		cfg.DLQTopic = cfg.Topic + kafka.DLQSuffix
@@ -141,7 +148,8 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Worker{cfg: cfg, rule: timeRule{win: cfg.Store.Window(), maxSkew: cfg.MaxSkew}}, nil
+	rule := timeRule{win: cfg.Store.Window(), maxSkew: cfg.MaxSkew, userCap: newUserCap(cfg.UserMinuteCap)}
+	return &Worker{cfg: cfg, rule: rule}, nil
 }
 
 // Stats returns the worker's running totals.
@@ -183,7 +191,7 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	log := w.cfg.Logger.With("topic", w.cfg.Topic, "group", w.cfg.Group)
 	log.Info("ingest worker started", "dlq", w.cfg.DLQTopic, "batch_events", w.cfg.BatchEvents, "batch_age", w.cfg.BatchAge,
-		"global_backend", w.cfg.Store.GlobalBackend())
+		"global_backend", w.cfg.Store.GlobalBackend(), "user_minute_cap", w.cfg.UserMinuteCap)
 	b := newBatch()
 	summary := newRejectSummary(log, 10*time.Second)
 	for {

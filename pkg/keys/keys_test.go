@@ -3,6 +3,8 @@ package keys_test
 import (
 	"fmt"
 	"math/rand"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/quick"
@@ -284,18 +286,7 @@ func TestHashTagProperty(t *testing.T) {
 		for _, ws := range ids {
 			w := s.Workspace(ws)
 			want := "w:" + keys.EscapeTag(ws)
-			for _, key := range []string{
-				w.Bucket(0),
-				w.Bucket(29574613),
-				w.Bucket(-5),
-				w.Top(keys.Window1h),
-				w.TopMeta(keys.Window1h),
-				w.Win(keys.Window1h),
-				w.WinThrough(keys.Window1h),
-				w.WinMinutes(keys.Window1h),
-				w.Fence(),
-				w.Top("24h"),
-			} {
+			for _, key := range append(workspaceKeys(w), w.Top("24h")) {
 				if got := hashTag(key); got != want {
 					t.Fatalf("prefix %q, ws %q: hash tag of %q = %q, want %q", prefix, ws, key, got, want)
 				}
@@ -322,18 +313,10 @@ func TestDistinctWorkspacesDistinctKeys(t *testing.T) {
 		{"x}:m:1", "x"}, // would collide with w.Bucket(1) of "x" without escaping
 	}
 	for _, p := range pairs {
-		a, b := s.Workspace(p[0]), s.Workspace(p[1])
-		for _, k := range [][2]string{
-			{a.Bucket(1), b.Bucket(1)},
-			{a.Top(keys.Window1h), b.Top(keys.Window1h)},
-			{a.TopMeta(keys.Window1h), b.TopMeta(keys.Window1h)},
-			{a.Win(keys.Window1h), b.Win(keys.Window1h)},
-			{a.WinThrough(keys.Window1h), b.WinThrough(keys.Window1h)},
-			{a.WinMinutes(keys.Window1h), b.WinMinutes(keys.Window1h)},
-			{a.Fence(), b.Fence()},
-		} {
-			if k[0] == k[1] {
-				t.Errorf("workspaces %q and %q share the key %q", p[0], p[1], k[0])
+		a, b := workspaceKeys(s.Workspace(p[0])), workspaceKeys(s.Workspace(p[1]))
+		for i := range a {
+			if a[i] == b[i] {
+				t.Errorf("workspaces %q and %q share the key %q", p[0], p[1], a[i])
 			}
 		}
 	}
@@ -398,4 +381,86 @@ func TestGlobalItem(t *testing.T) {
 			}
 		}
 	}
+}
+
+// FuzzWorkspaceKeys: for any prefix the key space accepts and any workspace
+// ids, every key of a workspace hashes on exactly "w:"+EscapeTag(ws), the
+// escape decodes back to the id, and two distinct workspaces share no key.
+// GlobalItem, the other escaped name, decodes back to its two ids.
+// testdata/fuzz/FuzzWorkspaceKeys holds hostile seeds ({ } : / \n \x00,
+// escapes that look like escapes, 128- and 129-byte ids).
+func FuzzWorkspaceKeys(f *testing.F) {
+	for _, seed := range [][3]string{
+		{"topk", "w1", "w2"},
+		{"", "a}b", "a%7Db"},
+		{"app:topk", "%", "%25"},
+		{"topk", "x}:m:1", "x"},
+		{"a/b\n", "{w:x}", "{w:x}}"},
+		{"topk", "\x00{}:/\n", "\x00{}:/\n\x00"},
+	} {
+		f.Add(seed[0], seed[1], seed[2])
+	}
+	f.Fuzz(func(t *testing.T, prefix, a, b string) {
+		if keys.ValidatePrefix(prefix) != nil {
+			return
+		}
+		s := keys.New(prefix)
+		esc := keys.EscapeTag(a)
+		if back, ok := unescapeTag(esc); !ok || back != a || strings.Contains(esc, "}") {
+			t.Fatalf("EscapeTag(%q) = %q: decodes to %q (ok %v)", a, esc, back, ok)
+		}
+		ka, kb := workspaceKeys(s.Workspace(a)), workspaceKeys(s.Workspace(b))
+		for _, key := range ka {
+			if got := hashTag(key); got != "w:"+esc {
+				t.Fatalf("prefix %q, workspace %q: hash tag of %q is %q, want %q", prefix, a, key, got, "w:"+esc)
+			}
+			if a != b && slices.Contains(kb, key) {
+				t.Fatalf("prefix %q: workspaces %q and %q share the key %q", prefix, a, b, key)
+			}
+		}
+		if ws, ch, ok := splitGlobalItem(keys.GlobalItem(a, b)); !ok || ws != a || ch != b {
+			t.Fatalf("GlobalItem(%q, %q) = %q decodes to %q, %q (ok %v)", a, b, keys.GlobalItem(a, b), ws, ch, ok)
+		}
+	})
+}
+
+// workspaceKeys lists every key of one workspace, in a fixed order.
+func workspaceKeys(w keys.Workspace) []string {
+	return []string{
+		w.Bucket(0), w.Bucket(1), w.Bucket(29574613), w.Bucket(-5),
+		w.Top(keys.Window1h), w.TopMeta(keys.Window1h),
+		w.Win(keys.Window1h), w.WinThrough(keys.Window1h), w.WinMinutes(keys.Window1h),
+		w.Fence(),
+	}
+}
+
+// splitGlobalItem inverts GlobalItem: the first '/' splits the two ids, and
+// each %XX (upper-case hex) is one byte.
+func splitGlobalItem(item string) (ws, ch string, ok bool) {
+	wsEnc, chEnc, found := strings.Cut(item, "/")
+	if !found {
+		return "", "", false
+	}
+	decode := func(s string) (string, bool) {
+		var b strings.Builder
+		for i := 0; i < len(s); i++ {
+			if s[i] != '%' {
+				b.WriteByte(s[i])
+				continue
+			}
+			if i+2 >= len(s) || strings.ToUpper(s[i+1:i+3]) != s[i+1:i+3] {
+				return "", false
+			}
+			c, err := strconv.ParseUint(s[i+1:i+3], 16, 8)
+			if err != nil {
+				return "", false
+			}
+			b.WriteByte(byte(c))
+			i += 2
+		}
+		return b.String(), true
+	}
+	ws, ok1 := decode(wsEnc)
+	ch, ok2 := decode(chEnc)
+	return ws, ch, ok1 && ok2
 }
