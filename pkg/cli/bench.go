@@ -135,7 +135,7 @@ func benchAccuracy(c *cli.Context, env *Env) error {
 		fmt.Fprintf(env.Err, "bench: started redis-server at %s (pid %d)\n", r.Addr(), r.PID())
 		addr, machine.Redis = r.Addr(), "throwaway redis-server"
 	}
-	client, err := connectRedis(ctx, addr)
+	client, err := connectRedis(c, addr)
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -103,7 +102,7 @@ func logFlags(def string) []cli.Flag {
 // withConfig prepends the --config flag and loads the file before the
 // command runs, so that its keys fill every flag not given otherwise.
 func withConfig(cmd *cli.Command) *cli.Command {
-	cmd.Flags = append([]cli.Flag{configFlag()}, cmd.Flags...)
+	cmd.Flags = withSecurityFlags(append([]cli.Flag{configFlag()}, cmd.Flags...))
 	cmd.Before = altsrc.InitInputSourceWithContext(cmd.Flags, altsrc.NewYamlSourceFromFlagFunc("config"))
 	return cmd
 }
@@ -126,19 +125,24 @@ func newLogger(c *cli.Context, env *Env) (*slog.Logger, error) {
 	return slog.New(slog.NewTextHandler(env.Err, &slog.HandlerOptions{Level: level})), nil
 }
 
-// connectRedis opens a client to addrs and checks that Redis answers.
-func connectRedis(ctx context.Context, addrs string) (rueidis.Client, error) {
+// connectRedis opens a client to addrs with the command's credentials and
+// TLS settings (security.go) and checks that Redis answers.
+func connectRedis(cc *cli.Context, addrs string) (rueidis.Client, error) {
 	list := splitList(addrs)
 	if len(list) == 0 {
 		return nil, cli.Exit("no Redis address (--redis or TOPK_REDIS)", 2)
 	}
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: list, DisableCache: true})
+	opt, err := redisOption(cc, list)
 	if err != nil {
-		return nil, cli.Exit(fmt.Sprintf("cannot reach Redis at %s: %v", addrs, err), 1)
+		return nil, err
 	}
-	if err := c.Do(ctx, c.B().Ping().Build()).Error(); err != nil {
+	c, err := rueidis.NewClient(opt)
+	if err != nil {
+		return nil, cli.Exit(fmt.Sprintf("cannot reach Redis at %s: %s", addrs, redisError(cc, err)), 1)
+	}
+	if err := c.Do(cc.Context, c.B().Ping().Build()).Error(); err != nil {
 		c.Close()
-		return nil, cli.Exit(fmt.Sprintf("Redis at %s does not answer: %v", addrs, err), 1)
+		return nil, cli.Exit(fmt.Sprintf("Redis at %s does not answer: %s", addrs, redisError(cc, err)), 1)
 	}
 	return c, nil
 }
@@ -148,7 +152,7 @@ func openStore(c *cli.Context) (*store.Store, func(), error) {
 	if err := keys.ValidatePrefix(c.String("prefix")); err != nil {
 		return nil, nil, cli.Exit(err.Error(), exitUsage)
 	}
-	client, err := connectRedis(c.Context, c.String("redis"))
+	client, err := connectRedis(c, c.String("redis"))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -214,5 +218,6 @@ func hasFlag(c *cli.Context, name string) bool {
 }
 
 func kafkaConfig(c *cli.Context) kafka.Config {
-	return kafka.Config{Brokers: splitList(c.String("brokers"))}
+	tls, sasl := kafkaSecurity(c)
+	return kafka.Config{Brokers: splitList(c.String("brokers")), TLS: tls, SASL: sasl}
 }

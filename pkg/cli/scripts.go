@@ -30,7 +30,7 @@ func scriptsCommand(env *Env) *cli.Command {
 					"replica): they fall back from EVALSHA to EVAL on NOSCRIPT.",
 				Flags: []cli.Flag{redisFlag(DefaultRedis)},
 				Action: func(c *cli.Context) error {
-					client, err := connectRedis(c.Context, c.String("redis"))
+					client, err := connectRedis(c, c.String("redis"))
 					if err != nil {
 						return err
 					}

@@ -11,6 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/topk-dev/topk/pkg/security"
 )
 
 // DLQSuffix is appended to the events topic to name its dead-letter topic
@@ -20,6 +22,8 @@ const DLQSuffix = ".dlq"
 // Config holds the connection settings shared by every command.
 type Config struct {
 	Brokers []string
+	TLS     security.TLS // see security.go
+	SASL    SASL
 }
 
 // NewClient returns a franz-go client for cfg with extra options appended.
@@ -27,7 +31,11 @@ func NewClient(cfg Config, opts ...kgo.Opt) (*kgo.Client, error) {
 	if len(cfg.Brokers) == 0 {
 		return nil, errors.New("kafka: no brokers configured (--brokers or TOPK_BROKERS)")
 	}
-	all := append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...)}, opts...)
+	sec, err := cfg.securityOpts()
+	if err != nil {
+		return nil, fmt.Errorf("kafka: %w", err)
+	}
+	all := append(append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...)}, sec...), opts...)
 	cl, err := kgo.NewClient(all...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: %w", err)
