@@ -68,8 +68,15 @@ func ingestFlags() []cli.Flag {
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "batch-age", EnvVars: []string{"TOPK_BATCH_AGE"}, Value: ingest.DefaultBatchAge, Usage: "flush a batch this long after its first record"}),
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "session-timeout", EnvVars: []string{"TOPK_SESSION_TIMEOUT"}, Usage: "how long the consumer group waits for a silent worker before moving its partitions (0: franz-go's default, 45s; the broker bounds it)"}),
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "max-skew", EnvVars: []string{"TOPK_MAX_SKEW"}, Value: ingest.DefaultMaxSkew, Usage: "how far in the future an event time may be and still count"}),
-		altsrc.NewIntFlag(&cli.IntFlag{Name: "user-minute-cap", EnvVars: []string{"TOPK_USER_MINUTE_CAP"}, Usage: "count at most this many events per workspace, user and minute; the rest go to the dead-letter topic as user_minute_cap (0: off)"}),
+		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "rebalance-timeout", EnvVars: []string{"TOPK_REBALANCE_TIMEOUT"}, Usage: "how long a rebalance waits for every worker to rejoin; a worker that crashed mid-rebalance stalls the group this long (0: franz-go's default, 60s)"}),
+		userCapFlag(),
 	}
+}
+
+// userCapFlag is the per-user cap, shared by ingest and rebuild so that a
+// rebuild counts what the workers counted.
+func userCapFlag() cli.Flag {
+	return altsrc.NewIntFlag(&cli.IntFlag{Name: "user-minute-cap", EnvVars: []string{"TOPK_USER_MINUTE_CAP"}, Usage: "count at most this many events per workspace, user and minute; the rest go to the dead-letter topic as user_minute_cap (0: off)"})
 }
 
 func scheduleFlags() []cli.Flag {

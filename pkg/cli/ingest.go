@@ -40,17 +40,18 @@ func newWorkers(c *cli.Context, st *store.Store, log *slog.Logger) ([]*ingest.Wo
 		return nil, cli.Exit("--workers must be at least 1", exitUsage)
 	}
 	cfg := ingest.Config{
-		Kafka:          kafkaConfig(c),
-		Topic:          c.String("topic"),
-		Group:          c.String("group"),
-		DLQTopic:       c.String("dlq-topic"),
-		Store:          st,
-		BatchEvents:    c.Int("batch-events"),
-		BatchAge:       c.Duration("batch-age"),
-		MaxSkew:        c.Duration("max-skew"),
-		UserMinuteCap:  c.Int("user-minute-cap"),
-		SessionTimeout: c.Duration("session-timeout"),
-		Logger:         log,
+		Kafka:            kafkaConfig(c),
+		Topic:            c.String("topic"),
+		Group:            c.String("group"),
+		DLQTopic:         c.String("dlq-topic"),
+		Store:            st,
+		BatchEvents:      c.Int("batch-events"),
+		BatchAge:         c.Duration("batch-age"),
+		MaxSkew:          c.Duration("max-skew"),
+		UserMinuteCap:    c.Int("user-minute-cap"),
+		SessionTimeout:   c.Duration("session-timeout"),
+		RebalanceTimeout: c.Duration("rebalance-timeout"),
+		Logger:           log,
 	}
 	workers := make([]*ingest.Worker, n)
 	for i := range workers {

@@ -20,6 +20,7 @@ func rebuildCommand(env *Env) *cli.Command {
 	flags := []cli.Flag{brokersFlag(DefaultBrokers), topicFlag(), redisFlag(DefaultRedis), prefixFlag(),
 		&cli.DurationFlag{Name: "since", Value: DefaultRebuildSince, Usage: "replay the records the broker received this long ago and later"},
 		kFlag("entries kept in each cached ranking (as the scheduler's --k)"),
+		userCapFlag(),
 	}
 	flags = append(flags, globalFlags()...)
 	flags = append(flags, logFlags("info")...)
@@ -40,7 +41,7 @@ func rebuildCommand(env *Env) *cli.Command {
 			lastPrint := time.Time{}
 			stats, err := ingest.Replay(c.Context, ingest.ReplayConfig{
 				Kafka: kafkaConfig(c), Topic: c.String("topic"), Store: st,
-				Since: began.Add(-c.Duration("since")), Logger: log,
+				Since: began.Add(-c.Duration("since")), UserMinuteCap: c.Int("user-minute-cap"), Logger: log,
 				Progress: func(read, total int64) {
 					if time.Since(lastPrint) < 2*time.Second && read < total {
 						return

@@ -142,7 +142,7 @@ func (e *crashEnv) slowCommits(d time.Duration) {
 func (e *crashEnv) ingestArgs(g string) []string {
 	return []string{"ingest", "--brokers", e.kafka.ListenAddrs()[0], "--redis", e.redis.Addr(),
 		"--topic", e.topic, "--group", g, "--batch-age", "50ms", "--batch-events", "2000",
-		"--session-timeout", "1s", "--global-backend", "lua", "--log-level", "info"}
+		"--session-timeout", "1s", "--rebalance-timeout", "3s", "--global-backend", "lua", "--log-level", "info"}
 }
 
 // produce sends n events at about rate per second, keyed by workspace, and

@@ -24,6 +24,9 @@ type ReplayConfig struct {
 	Since       time.Time
 	BatchEvents int           // default DefaultBatchEvents
 	MaxSkew     time.Duration // default DefaultMaxSkew
+	// UserMinuteCap is the workers' per-user cap (see Config), so that the
+	// rebuild counts what they counted; 0: off.
+	UserMinuteCap int
 	// Stall ends the replay when no record arrived for this long although
 	// some partitions are short of their end offsets (default 10 s).
 	Stall  time.Duration
@@ -45,6 +48,9 @@ type ReplayConfig struct {
 func Replay(ctx context.Context, cfg ReplayConfig) (*Stats, error) {
 	if cfg.Store == nil || cfg.Topic == "" {
 		return nil, errors.New("ingest.replay: store and topic are required")
+	}
+	if cfg.UserMinuteCap < 0 {
+		return nil, fmt.Errorf("ingest.replay: negative user minute cap %d", cfg.UserMinuteCap)
 	}
 	if cfg.BatchEvents <= 0 {
 		cfg.BatchEvents = DefaultBatchEvents
@@ -105,7 +111,7 @@ func Replay(ctx context.Context, cfg ReplayConfig) (*Stats, error) {
 	}
 	defer cl.Close()
 
-	rule := timeRule{win: cfg.Store.Window(), maxSkew: cfg.MaxSkew}
+	rule := timeRule{win: cfg.Store.Window(), maxSkew: cfg.MaxSkew, userCap: newUserCap(cfg.UserMinuteCap)}
 	b := newBatch()
 	lastRecord := time.Now()
 	for len(left) > 0 {

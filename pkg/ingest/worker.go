@@ -67,6 +67,12 @@ type Config struct {
 	// giving its partitions to the others (0: franz-go's default, 45 s). A
 	// crashed worker's partitions stall for that long.
 	SessionTimeout time.Duration
+	// RebalanceTimeout is how long a rebalance waits for every member to
+	// rejoin (0: franz-go's default, 60 s). A member that crashes during a
+	// rebalance stalls the group for that long. A member still flushing
+	// when it runs out is dropped: its batch is consumed again by the new
+	// owner, which the fences make harmless, so it can be short.
+	RebalanceTimeout time.Duration
 
 	Clock  func() time.Time // default time.Now
 	Logger *slog.Logger
@@ -169,6 +175,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	if d := w.cfg.SessionTimeout; d > 0 {
 		// Heartbeats must come well within the session timeout.
 		opts = append(opts, kgo.SessionTimeout(d), kgo.HeartbeatInterval(d/3))
+	}
+	if d := w.cfg.RebalanceTimeout; d > 0 {
+		opts = append(opts, kgo.RebalanceTimeout(d))
 	}
 	cl, err := kafka.NewClient(w.cfg.Kafka, opts...)
 	if err != nil {
