@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/rueidis"
 	"github.com/urfave/cli/v2"
 
 	"github.com/topk-dev/topk/pkg/bench"
@@ -76,6 +77,35 @@ type benchMachine struct {
 	Redis        string `json:"redis"` // "throwaway" or the address given
 }
 
+// benchRedis connects to --redis, or starts a throwaway redis-server when it
+// is empty, and describes the machine and the server for the report. done
+// closes the client and stops what it started.
+func benchRedis(c *cli.Context, env *Env) (client rueidis.Client, machine benchMachine, done func(), err error) {
+	machine = benchMachine{CPUs: runtime.NumCPU(), CPUModel: cpuModel(), GoVersion: runtime.Version(), OS: runtime.GOOS + "/" + runtime.GOARCH, Redis: c.String("redis")}
+	addr := c.String("redis")
+	stop := func() {}
+	if addr == "" {
+		r, err := devenv.StartRedis(c.Context, devenv.RedisOptions{})
+		if err != nil {
+			return nil, machine, nil, cli.Exit(err.Error(), 1)
+		}
+		stop = func() { _ = r.Stop() }
+		fmt.Fprintf(env.Err, "bench: started redis-server at %s (pid %d)\n", r.Addr(), r.PID())
+		addr, machine.Redis = r.Addr(), "throwaway redis-server"
+	}
+	client, err = connectRedis(c, addr)
+	if err != nil {
+		stop()
+		return nil, machine, nil, err
+	}
+	done = func() { client.Close(); stop() }
+	if machine.RedisVersion, err = bench.RedisVersion(c.Context, client); err != nil {
+		done()
+		return nil, machine, nil, cli.Exit(err.Error(), 1)
+	}
+	return client, machine, done, nil
+}
+
 func benchAccuracy(c *cli.Context, env *Env) error {
 	skewArgs := splitList(strings.Join(c.StringSlice("skew"), ","))
 	capArgs := splitList(strings.Join(c.StringSlice("capacity"), ","))
@@ -124,25 +154,11 @@ func benchAccuracy(c *cli.Context, env *Env) error {
 	}
 
 	ctx := c.Context
-	machine := benchMachine{CPUs: runtime.NumCPU(), CPUModel: cpuModel(), GoVersion: runtime.Version(), OS: runtime.GOOS + "/" + runtime.GOARCH, Redis: c.String("redis")}
-	addr := c.String("redis")
-	if addr == "" {
-		r, err := devenv.StartRedis(ctx, devenv.RedisOptions{})
-		if err != nil {
-			return cli.Exit(err.Error(), 1)
-		}
-		defer r.Stop()
-		fmt.Fprintf(env.Err, "bench: started redis-server at %s (pid %d)\n", r.Addr(), r.PID())
-		addr, machine.Redis = r.Addr(), "throwaway redis-server"
-	}
-	client, err := connectRedis(c, addr)
+	client, machine, done, err := benchRedis(c, env)
 	if err != nil {
 		return err
 	}
-	defer client.Close()
-	if machine.RedisVersion, err = bench.RedisVersion(ctx, client); err != nil {
-		return cli.Exit(err.Error(), 1)
-	}
+	defer done()
 	command := benchCommandLine(c, skewArgs, capArgs)
 	if !c.Bool("json") {
 		fmt.Fprintf(env.Out, "## topk bench accuracy\n\nCommand: `%s`\n\n", command)

@@ -2,12 +2,10 @@ package cli
 
 import (
 	"fmt"
-	"runtime"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/topk-dev/topk/pkg/bench"
-	"github.com/topk-dev/topk/pkg/devenv"
 )
 
 func benchMemoryCommand(env *Env) *cli.Command {
@@ -39,25 +37,11 @@ func benchMemory(c *cli.Context, env *Env) error {
 	if cfg.Rate < 1 || cfg.Minutes < 1 || cfg.Minutes > 60 || cfg.K < 1 {
 		return cli.Exit("--rate and --k must be positive, --minutes in [1, 60]", exitUsage)
 	}
-	machine := benchMachine{CPUs: runtime.NumCPU(), CPUModel: cpuModel(), GoVersion: runtime.Version(), OS: runtime.GOOS + "/" + runtime.GOARCH, Redis: c.String("redis")}
-	addr := c.String("redis")
-	if addr == "" {
-		r, err := devenv.StartRedis(ctx, devenv.RedisOptions{})
-		if err != nil {
-			return cli.Exit(err.Error(), 1)
-		}
-		defer r.Stop()
-		fmt.Fprintf(env.Err, "bench: started redis-server at %s (pid %d)\n", r.Addr(), r.PID())
-		addr, machine.Redis = r.Addr(), "throwaway redis-server"
-	}
-	client, err := connectRedis(c, addr)
+	client, machine, done, err := benchRedis(c, env)
 	if err != nil {
 		return err
 	}
-	defer client.Close()
-	if machine.RedisVersion, err = bench.RedisVersion(ctx, client); err != nil {
-		return cli.Exit(err.Error(), 1)
-	}
+	defer done()
 	rep, err := bench.RunMemory(ctx, client, cfg)
 	if err != nil {
 		return cli.Exit(err.Error(), 1)
