@@ -233,7 +233,7 @@ func memoryClasses(ctx context.Context, c rueidis.Client, ks keys.Space, heavies
 		{Name: "running window sums (…:win:1h)"},
 		{Name: "cached rankings and meta (…:top:1h*)"},
 		{Name: "global summaries and cache ({g…})"},
-		{Name: "other (index, sets, running-sum bookkeeping)"},
+		{Name: "other (index, sets, fences, running-sum bookkeeping)"},
 	}
 	classOf := func(key string) int {
 		switch {
