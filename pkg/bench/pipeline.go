@@ -31,6 +31,9 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"net"
+	"net/http"
+	neturl "net/url"
 	"os"
 	"reflect"
 	"slices"
@@ -45,6 +48,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/topk-dev/topk/pkg/api"
 	"github.com/topk-dev/topk/pkg/devenv"
 	"github.com/topk-dev/topk/pkg/events"
 	"github.com/topk-dev/topk/pkg/ingest"
@@ -77,8 +81,15 @@ const (
 	DefaultPipelinePartitions = 8
 	DefaultPipelineSeed       = 1
 	DefaultQueryRate          = 1000
-	DefaultMarkerEvery        = 100 * time.Millisecond
-	DefaultMarkerGrace        = 10 * time.Second
+
+	// ReadRedis reads ZRANGE <top key> 0 99 REV WITHSCORES of a random
+	// workload workspace; ReadHTTP GET /v1/top?workspace=<random>&k=100 and
+	// ReadTrending GET /trending?k=100, both from the HTTP API.
+	ReadRedis          = "redis"
+	ReadHTTP           = "http"
+	ReadTrending       = "http-trending"
+	DefaultMarkerEvery = 100 * time.Millisecond
+	DefaultMarkerGrace = 10 * time.Second
 )
 
 // MarkerWorkspace is the workspace of the freshness markers. Its channels
@@ -131,6 +142,9 @@ type PipelineConfig struct {
 	// QueryRate is the cached reads per second (0: DefaultQueryRate;
 	// negative: no reads).
 	QueryRate float64 `json:"query_rate"`
+	// ReadVia is how the reads are made: ReadRedis (default), ReadHTTP or
+	// ReadTrending (through `topk serve`'s handler on a loopback port).
+	ReadVia string `json:"read_via"`
 	// MarkerEvery is the period of the freshness markers (0:
 	// DefaultMarkerEvery); MarkerGrace how long after the measured period
 	// the last markers may take to appear (0: DefaultMarkerGrace).
@@ -185,6 +199,9 @@ func (c PipelineConfig) withDefaults() PipelineConfig {
 	if c.K == 0 {
 		c.K = DefaultK
 	}
+	if c.ReadVia == "" {
+		c.ReadVia = ReadRedis
+	}
 	if c.QueryRate == 0 {
 		c.QueryRate = DefaultQueryRate
 	}
@@ -220,6 +237,7 @@ func (c PipelineConfig) Validate() error {
 	check(c.Interval > 0 && c.Interval <= scheduler.MaxInterval, "interval must be in (0, %s], got %s", scheduler.MaxInterval, c.Interval)
 	check(c.K >= 1, "k must be >= 1, got %d", c.K)
 	check(!math.IsInf(c.QueryRate, 0) && !math.IsNaN(c.QueryRate), "query rate must be finite")
+	check(c.ReadVia == ReadRedis || c.ReadVia == ReadHTTP || c.ReadVia == ReadTrending, "read via must be %s, %s or %s, got %q", ReadRedis, ReadHTTP, ReadTrending, c.ReadVia)
 	check(c.MarkerEvery > 0 && c.MarkerGrace > 0, "marker period and grace must be positive")
 	check(c.NaiveChunk >= 1, "naive chunk must be >= 1")
 	if err := c.generatorConfig(0).Validate(); err != nil {
@@ -853,7 +871,12 @@ func (p *phase) run(ctx context.Context, seed uint64) (PhaseResult, error) {
 		for i := range names {
 			names[i] = gen.WorkspaceName(i)
 		}
-		goRun(&auxWG, auxCtx, func(ctx context.Context) error { return p.read(ctx, readClient, names) })
+		readOne, stopReads, err := p.reader(readClient, st, names)
+		if err != nil {
+			return PhaseResult{}, err
+		}
+		defer stopReads()
+		goRun(&auxWG, auxCtx, func(ctx context.Context) error { return p.read(ctx, readOne) })
 	}
 
 	wait := func(d time.Duration) error {
@@ -1027,24 +1050,71 @@ func (p *phase) markersSeenBefore(t time.Time) bool {
 	return true
 }
 
-// read sends ZRANGE <top key> 0 99 REV WITHSCORES of a uniformly random
-// workspace at QueryRate, open loop: read i is due at start + i/QueryRate
-// and its latency is measured from then, so a slow Redis (or a late
-// dispatcher) is not hidden by reads that were never sent.
-func (p *phase) read(ctx context.Context, c rueidis.Client, workspaces []string) error {
-	topKeys := make([]string, len(workspaces))
-	for i, ws := range workspaces {
-		topKeys[i] = p.ks.Workspace(ws).Top(keys.Window1h)
+// reader returns the function that makes one read of the configured kind
+// and reports whether it found a ranking, and what to call when done. HTTP
+// reads go to the API's handler on a loopback port, as `topk serve` would.
+func (p *phase) reader(c rueidis.Client, st *store.Store, workspaces []string) (func(ctx context.Context, rng *rand.Rand) (bool, error), func(), error) {
+	if p.cfg.ReadVia == ReadRedis {
+		topKeys := make([]string, len(workspaces))
+		for i, ws := range workspaces {
+			topKeys[i] = p.ks.Workspace(ws).Top(keys.Window1h)
+		}
+		stop := strconv.Itoa(ReadEntries - 1)
+		return func(ctx context.Context, rng *rand.Rand) (bool, error) {
+			key := topKeys[rng.IntN(len(topKeys))]
+			zs, err := c.Do(ctx, c.B().Zrange().Key(key).Min("0").Max(stop).Rev().Withscores().Build()).AsZScores()
+			return len(zs) > 0, err
+		}, func() {}, nil
 	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, fmt.Errorf("bench.pipeline: api listener: %w", err)
+	}
+	srv := &http.Server{Handler: api.NewHandler(st, p.e.log), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024}}
+	base := "http://" + ln.Addr().String()
+	return func(ctx context.Context, rng *rand.Rand) (bool, error) {
+			url := fmt.Sprintf("%s/trending?k=%d", base, ReadEntries)
+			if p.cfg.ReadVia == ReadHTTP {
+				url = fmt.Sprintf("%s/v1/top?workspace=%s&k=%d", base, neturl.QueryEscape(workspaces[rng.IntN(len(workspaces))]), ReadEntries)
+			}
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+			if err != nil {
+				return false, err
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				return false, err
+			}
+			defer resp.Body.Close()
+			if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+				return false, err
+			}
+			switch resp.StatusCode {
+			case http.StatusOK:
+				return true, nil
+			case http.StatusNotFound:
+				return false, nil
+			}
+			return false, fmt.Errorf("%s: %s", url, resp.Status)
+		}, func() {
+			_ = srv.Close()
+			client.CloseIdleConnections()
+		}, nil
+}
+
+// read makes one read (see reader) at QueryRate, open loop: read i is due at
+// start + i/QueryRate and its latency is measured from then, so a slow
+// Redis (or a late dispatcher) is not hidden by reads that were never sent.
+func (p *phase) read(ctx context.Context, readOne func(context.Context, *rand.Rand) (bool, error)) error {
 	period := time.Duration(float64(time.Second) / p.cfg.QueryRate)
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
 	inflight := make(chan struct{}, 1024)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	start := time.Now()
-	stop := strconv.Itoa(ReadEntries - 1)
 	for i := int64(0); ; i++ {
 		at := start.Add(time.Duration(i) * period)
 		if d := time.Until(at); d > 0 {
@@ -1062,15 +1132,17 @@ func (p *phase) read(ctx context.Context, c rueidis.Client, workspaces []string)
 		case <-ctx.Done():
 			return nil
 		}
-		key := topKeys[rng.IntN(len(topKeys))]
 		wg.Add(1)
 		go func() {
 			defer func() { <-inflight; wg.Done() }()
-			p.benchCmds.Add(1)
+			rng := rand.New(rand.NewPCG(uint64(i), 7))
+			if p.cfg.ReadVia == ReadRedis {
+				p.benchCmds.Add(1) // one ZRANGE, left out of the pipeline's commands
+			}
 			sent := time.Now()
-			zs, err := c.Do(context.WithoutCancel(ctx), c.B().Zrange().Key(key).Min("0").Max(stop).Rev().Withscores().Build()).AsZScores()
+			found, err := readOne(context.WithoutCancel(ctx), rng)
 			done := time.Now()
-			s := readSample{at: at, lat: done.Sub(at), svc: done.Sub(sent), err: err != nil, empty: err == nil && len(zs) == 0}
+			s := readSample{at: at, lat: done.Sub(at), svc: done.Sub(sent), err: err != nil, empty: err == nil && !found}
 			p.mu.Lock()
 			p.reads = append(p.reads, s)
 			p.mu.Unlock()
@@ -1580,7 +1652,14 @@ func (r *PipelineReport) WriteMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "### %s\n\n", capitalize(c.WorkloadDescription()))
 	reads := "no cached reads"
 	if c.QueryRate > 0 {
-		reads = fmt.Sprintf("%s reads/s of `ZRANGE <top key> 0 %d REV WITHSCORES` of a uniformly random workload workspace", group(int64(c.QueryRate)), ReadEntries-1)
+		switch c.ReadVia {
+		case ReadHTTP:
+			reads = fmt.Sprintf("%s reads/s of `GET /v1/top?workspace=<uniformly random workload workspace>&k=%d` from the HTTP API (its Redis reads count in the commands per event)", group(int64(c.QueryRate)), ReadEntries)
+		case ReadTrending:
+			reads = fmt.Sprintf("%s reads/s of `GET /trending?k=%d` from the HTTP API (its Redis reads count in the commands per event)", group(int64(c.QueryRate)), ReadEntries)
+		default:
+			reads = fmt.Sprintf("%s reads/s of `ZRANGE <top key> 0 %d REV WITHSCORES` of a uniformly random workload workspace", group(int64(c.QueryRate)), ReadEntries-1)
+		}
 	}
 	fmt.Fprintf(w, "Offered load %s, measured for %s after a %s warm-up; %d ingest workers, %d partitions, batches of %s events or %s, scheduler every %s, K %d; %s; a freshness marker every %s. Redis %s (%s), broker: %s.\n\n",
 		rateString(c.Rate), c.Duration, c.Warmup, c.Workers, c.Partitions, group(int64(c.BatchEvents)), c.BatchAge, c.Interval, c.K,
