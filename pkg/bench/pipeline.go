@@ -871,7 +871,7 @@ func (p *phase) run(ctx context.Context, seed uint64) (PhaseResult, error) {
 		for i := range names {
 			names[i] = gen.WorkspaceName(i)
 		}
-		readOne, stopReads, err := p.reader(readClient, st, names)
+		readOne, stopReads, err := p.reader(readClient, names)
 		if err != nil {
 			return PhaseResult{}, err
 		}
@@ -1052,8 +1052,10 @@ func (p *phase) markersSeenBefore(t time.Time) bool {
 
 // reader returns the function that makes one read of the configured kind
 // and reports whether it found a ranking, and what to call when done. HTTP
-// reads go to the API's handler on a loopback port, as `topk serve` would.
-func (p *phase) reader(c rueidis.Client, st *store.Store, workspaces []string) (func(ctx context.Context, rng *rand.Rand) (bool, error), func(), error) {
+// reads go to the API's handler on a loopback port, over the readers' own
+// Redis client as a separate `topk serve` would have (sharing the workers'
+// client would queue reads behind their pipelined ingest calls).
+func (p *phase) reader(c rueidis.Client, workspaces []string) (func(ctx context.Context, rng *rand.Rand) (bool, error), func(), error) {
 	if p.cfg.ReadVia == ReadRedis {
 		topKeys := make([]string, len(workspaces))
 		for i, ws := range workspaces {
@@ -1070,6 +1072,7 @@ func (p *phase) reader(c rueidis.Client, st *store.Store, workspaces []string) (
 	if err != nil {
 		return nil, nil, fmt.Errorf("bench.pipeline: api listener: %w", err)
 	}
+	st := store.New(c, p.ks, window.Hour, store.Options{Global: store.GlobalOptions{Backend: p.e.backend}})
 	srv := &http.Server{Handler: api.NewHandler(st, p.e.log), ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024}}
