@@ -190,7 +190,9 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	// A flush that has started is finished even when ctx ends meanwhile: an
 	// interrupted flush would leave some script calls applied and the batch
-	// uncommitted, to be counted twice after a restart. ioCtx outlives ctx
+	// uncommitted, to be consumed again after a restart (the fences make that
+	// harmless for the workspace counts, not for the global summaries and
+	// the dead letters). ioCtx outlives ctx
 	// by ShutdownGrace, which bounds how long a stopping worker waits for an
 	// unreachable Redis before leaving its batch uncommitted.
 	ioCtx, cancelIO := context.WithCancel(context.WithoutCancel(ctx))

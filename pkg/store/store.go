@@ -37,8 +37,10 @@ const (
 
 // Options tunes how writes are split into script calls.
 type Options struct {
-	// MaxPairsPerCall bounds the (channel, count) pairs one ingest script call
-	// carries, so that no single script blocks Redis for long.
+	// MaxPairsPerCall bounds the (channel, count) pairs of one script call,
+	// so that no single script blocks Redis for long: ingest calls start a
+	// new call past it (a single workspace group is never split, so one
+	// larger than this makes one larger call), global calls split at it.
 	MaxPairsPerCall int
 	// ParallelCalls bounds the script calls in flight at once. rueidis
 	// pipelines concurrent calls on one connection, so this is also the
