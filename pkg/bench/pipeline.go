@@ -22,7 +22,6 @@ package bench
 // of a run, so both get the same events at the same rate.
 
 import (
-	"bufio"
 	"cmp"
 	"context"
 	"errors"
@@ -1442,21 +1441,11 @@ func resetPeakRSS() bool {
 	return os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) == nil
 }
 
-// procStatus returns a field of /proc/self/status in bytes (kB lines).
+// procStatus returns a memory field of this process's /proc/self/status in
+// bytes, or 0 where there is none (not Linux).
 func procStatus(field string) int64 {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
-			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return n << 10
-		}
-	}
-	return 0
+	n, _ := devenv.ProcStatus(0, field)
+	return n
 }
 
 func currentRSS() int64 { return procStatus("VmRSS") }

@@ -1,7 +1,6 @@
 package ingest_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -12,27 +11,11 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/topk-dev/topk/pkg/devenv"
 	"github.com/topk-dev/topk/pkg/internal/testenv"
 	"github.com/topk-dev/topk/pkg/kafka"
 	"github.com/topk-dev/topk/pkg/loadgen"
 )
-
-// vmRSS returns a process's resident set size in bytes (/proc/<pid>/status).
-func vmRSS(pid int) (int64, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return kb << 10, err
-		}
-	}
-	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
-}
 
 // BenchmarkIngestProcessRSS runs one `topk ingest` process (two workers)
 // under workload A at a fixed rate for a while and samples its resident
@@ -87,7 +70,7 @@ func BenchmarkIngestProcessRSS(b *testing.B) {
 				}
 				running = false
 			case <-tick.C:
-				rss, err := vmRSS(p.cmd.Process.Pid)
+				rss, err := devenv.ProcStatus(p.cmd.Process.Pid, "VmRSS")
 				if err != nil {
 					b.Fatal(err)
 				}
