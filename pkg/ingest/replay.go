@@ -134,7 +134,8 @@ func Replay(ctx context.Context, cfg ReplayConfig) (*Stats, error) {
 				delete(left, r.Partition)
 			}
 		})
-		if b.records >= cfg.BatchEvents || (len(left) == 0 && !b.empty()) {
+		stalled := len(left) > 0 && time.Since(lastRecord) > cfg.Stall
+		if b.records >= cfg.BatchEvents || (!b.empty() && (len(left) == 0 || stalled)) {
 			if err := applyCounts(ctx, cfg.Store, b, stats, log); err != nil {
 				return stats, fmt.Errorf("ingest.replay: %w", err)
 			}
@@ -144,12 +145,7 @@ func Replay(ctx context.Context, cfg ReplayConfig) (*Stats, error) {
 				cfg.Progress(stats.Consumed.Load(), total)
 			}
 		}
-		if len(left) > 0 && time.Since(lastRecord) > cfg.Stall {
-			if !b.empty() {
-				if err := applyCounts(ctx, cfg.Store, b, stats, log); err != nil {
-					return stats, fmt.Errorf("ingest.replay: %w", err)
-				}
-			}
+		if stalled {
 			return stats, fmt.Errorf("ingest.replay: no record for %s with %d partitions short of their end offsets (compacted or transactional topic?)", cfg.Stall, len(left))
 		}
 	}
