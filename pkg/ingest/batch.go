@@ -104,25 +104,26 @@ type topicPartition struct {
 }
 
 // batch is what a worker has polled since its last flush: pre-aggregated
-// counts per partition, the dead letters to produce, and the last record of
-// each partition (what to commit once Redis has the counts).
+// counts per partition, with the last record of each (what to commit once
+// Redis has the counts), and the dead letters to produce.
 type batch struct {
 	parts    map[topicPartition]*part
 	events   int // valid events folded into counts
 	records  int // all records, valid or not
-	last     map[topicPartition]*kgo.Record
 	dead     []*kgo.Record
 	rejected map[events.Reason]int
 	started  time.Time // wall time of the first record, for the age trigger
 }
 
 // part is what a batch holds from one partition: the counts, the offsets
-// they span, and the counted events themselves, so that the counts after
-// an offset can be recounted when a replay straddles a fence in Redis.
+// they span (from first to the last record's), and the counted events
+// themselves, so that the counts after an offset can be recounted when a
+// replay straddles a fence in Redis.
 type part struct {
-	counts      store.Counts
-	first, last int64
-	counted     []countedEvent
+	counts  store.Counts
+	first   int64
+	last    *kgo.Record
+	counted []countedEvent
 }
 
 type countedEvent struct {
@@ -133,7 +134,6 @@ type countedEvent struct {
 func newBatch() *batch {
 	return &batch{
 		parts:    map[topicPartition]*part{},
-		last:     map[topicPartition]*kgo.Record{},
 		rejected: map[events.Reason]int{},
 	}
 }
@@ -152,8 +152,7 @@ func (b *batch) add(r *kgo.Record, rule timeRule, now time.Time, dlqTopic string
 		p = &part{counts: store.Counts{}, first: r.Offset}
 		b.parts[tp] = p
 	}
-	p.last = r.Offset
-	b.last[tp] = r
+	p.last = r
 	ev, err := events.Decode(r.Value)
 	if err == nil {
 		err = rule.check(ev.TS, now)
@@ -177,7 +176,7 @@ func (b *batch) storeParts() []store.Part {
 	out := make([]store.Part, 0, len(b.parts))
 	for tp, p := range b.parts {
 		out = append(out, store.Part{
-			Source:  store.Source{Name: tp.topic + "/" + strconv.Itoa(int(tp.partition)), First: p.first, Last: p.last},
+			Source:  store.Source{Name: tp.topic + "/" + strconv.Itoa(int(tp.partition)), First: p.first, Last: p.last.Offset},
 			Counts:  p.counts,
 			Recount: p.recount,
 		})
@@ -217,9 +216,9 @@ func (b *batch) reject(r *kgo.Record, err error, dlqTopic string) {
 
 // commitRecords returns the last record of each partition in the batch.
 func (b *batch) commitRecords() []*kgo.Record {
-	out := make([]*kgo.Record, 0, len(b.last))
-	for _, r := range b.last {
-		out = append(out, r)
+	out := make([]*kgo.Record, 0, len(b.parts))
+	for _, p := range b.parts {
+		out = append(out, p.last)
 	}
 	return out
 }
