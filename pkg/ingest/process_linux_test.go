@@ -248,6 +248,20 @@ func (e *crashEnv) waitCounted(t *testing.T, group string, timeout time.Duration
 	}
 }
 
+// requireExact waits until every produced event is counted, logs how long
+// that took after since, and fails if any event is lost or counted twice.
+func (e *crashEnv) requireExact(t *testing.T, since time.Time, sinceWhat string) {
+	t.Helper()
+	e.waitCounted(t, "g", 3*time.Minute)
+	took := time.Since(since)
+	total, lost, double := e.counted(t)
+	t.Logf("%d events produced, %d counted; %d lost, %d counted twice; all counted %s after %s",
+		e.events, total, lost, double, took.Round(100*time.Millisecond), sinceWhat)
+	if lost != 0 || double != 0 {
+		t.Fatalf("%d events lost, %d counted twice", lost, double)
+	}
+}
+
 // TestKilledWorkersLoseAndDoubleNothing: two `topk ingest` processes in one
 // consumer group count a stream while one of them is killed with SIGKILL
 // at random moments and restarted, every 0.4-1.4 s while the stream
@@ -279,15 +293,9 @@ func TestKilledWorkersLoseAndDoubleNothing(t *testing.T) {
 			kills++
 		}
 	}
-	ended := time.Now()
-	e.waitCounted(t, "g", 3*time.Minute)
-	total, lost, double := e.counted(t)
+	e.requireExact(t, time.Now(), "the stream ended")
 	replays := strings.Count(log.String(), "replayed records were already counted")
-	t.Logf("%d events produced, %d counted; %d lost, %d counted twice; %d kills; %d batches met a fence; all counted %s after the stream ended",
-		e.events, total, lost, double, kills, replays, time.Since(ended).Round(100*time.Millisecond))
-	if lost != 0 || double != 0 {
-		t.Fatalf("%d events lost, %d counted twice", lost, double)
-	}
+	t.Logf("%d kills; %d batches met a fence", kills, replays)
 	if kills < 4 || replays == 0 {
 		t.Fatalf("%d kills, %d batches met a fence: the test did not exercise a replay", kills, replays)
 	}
@@ -321,14 +329,7 @@ func TestWorkersJoinAndLeave(t *testing.T) {
 	w3.kill()
 	startTopk(t, log, e.ingestArgs("g")...)
 	<-produced
-	ended := time.Now()
-	e.waitCounted(t, "g", 3*time.Minute)
-	total, lost, double := e.counted(t)
-	t.Logf("%d events produced, %d counted; %d lost, %d counted twice; all counted %s after the stream ended",
-		e.events, total, lost, double, time.Since(ended).Round(100*time.Millisecond))
-	if lost != 0 || double != 0 {
-		t.Fatalf("%d events lost, %d counted twice", lost, double)
-	}
+	e.requireExact(t, time.Now(), "the stream ended")
 }
 
 // committed returns the group's committed offsets, summed over partitions.
@@ -386,15 +387,9 @@ func TestRedisOutage(t *testing.T) {
 	}
 	up := time.Now()
 	<-produced
-	e.waitCounted(t, "g", 3*time.Minute)
-	caughtUp := time.Since(up)
-	total, lost, double := e.counted(t)
+	t.Logf("Redis was down %s", up.Sub(down).Round(time.Second))
+	e.requireExact(t, up, "Redis came back")
 	logs := log.String()
-	t.Logf("%d events produced, %d counted; %d lost, %d counted twice; Redis down %s; every event counted %s after it came back",
-		e.events, total, lost, double, up.Sub(down).Round(time.Second), caughtUp.Round(100*time.Millisecond))
-	if lost != 0 || double != 0 {
-		t.Fatalf("%d events lost, %d counted twice", lost, double)
-	}
 	for _, want := range []string{"write counts to Redis failed; retrying", "write counts to Redis succeeded after retries",
 		"scheduler tick failed; cached rankings keep their last values and grow stale"} {
 		if !strings.Contains(logs, want) {
