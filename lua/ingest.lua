@@ -5,7 +5,7 @@
 -- The call is a sequence of groups, one per workspace and source (a
 -- workspace's counts may come from several partitions, and be spread over
 -- several calls).
--- KEYS, per group: win, through, minutes, fence, bucket_1 .. bucket_b
+-- KEYS, per group: win, through, minutes, fence, roll, fold, bucket_1 .. bucket_b
 --   win       <prefix>:{w:<ws>}:win:1h          sorted set, the window's running sum
 --   through   <prefix>:{w:<ws>}:win:1h:through  string, the newest minute already
 --             subtracted from win (missing: none yet)
@@ -13,8 +13,11 @@
 --             win and not yet subtracted (member = score = unix minute)
 --   fence     <prefix>:{w:<ws>}:fence           hash, source -> the last offset
 --             whose counts are applied
+--   roll      <prefix>:{w:<ws>}:roll            hash, the rollup watermarks (rollup.lua)
+--   fold      <prefix>:{w:<ws>}:fold            sorted set, minutes not folded yet
 --   bucket_i  <prefix>:{w:<ws>}:m:<minute_i>    sorted set, one minute's counts
--- ARGV, per group: source, first, last, b, then per bucket:
+-- ARGV[1], ARGV[2]  retention of hour and day buckets, seconds
+-- ARGV, then per group: source, first, last, b, then per bucket:
 --   minute, expire_at, n, member_1, increment_1, ..., member_n, increment_n
 --   source    "<topic>/<partition>" the counts were read from, or "" for
 --             counts with no source (then no fence applies)
@@ -37,6 +40,14 @@
 -- of the minutes in `minutes`, which are the minutes after `through` that
 -- have counts. A count for a minute at or before `through` (already
 -- subtracted, so out of the window) goes to its bucket only.
+--
+-- Rollups: a minute already folded into its hour bucket (at or before
+-- roll's h) also goes to the hour bucket, and one whose hour is closed (at
+-- or before roll's c) also to the day bucket and the all-time summary, so
+-- a late event lands in every rollup already made from its minute (the
+-- hour, day and all-time keys are the workspace's, named from roll's; the
+-- all-time summary takes a new item at its floor, as rollup.lua does). A
+-- minute not folded yet is recorded in fold for rollup.lua.
 --
 -- Everything happens in one atomic script, so a bucket never has counts
 -- without its TTL and win never disagrees with the buckets. The "#!lua"
@@ -65,7 +76,29 @@ local function skip_group(a, b)
   return a, events
 end
 
-local k, a, group = 1, 1, 0
+-- add_late adds a late count to the rollups its minute was folded into.
+local function add_late(base, hour, closed, floor, hret, dret, member, n)
+  local h = base .. 'h:' .. hour
+  redis.call('ZINCRBY', h, n, member)
+  redis.call('EXPIREAT', h, (hour + 1) * 3600 + hret)
+  if closed then
+    local day = math.floor(hour / 24)
+    local d = base .. 'd:' .. day
+    redis.call('ZINCRBY', d, n, member)
+    redis.call('EXPIREAT', d, (day + 1) * 86400 + dret)
+    if redis.call('ZSCORE', base .. 'all', member) then
+      redis.call('ZINCRBY', base .. 'all', n, member)
+    else
+      redis.call('ZADD', base .. 'all', floor + n, member)
+      if floor > 0 then
+        redis.call('ZADD', base .. 'all:err', floor, member)
+      end
+    end
+  end
+end
+
+local hret, dret = tonumber(ARGV[1]), tonumber(ARGV[2])
+local k, a, group = 1, 3, 0
 local applied, skipped, overlaps = 0, 0, {}
 while k <= #KEYS do
   group = group + 1
@@ -84,20 +117,35 @@ while k <= #KEYS do
     end
   else
     local through = tonumber(redis.call('GET', KEYS[k + 1]))
+    local roll, fold = KEYS[k + 4], KEYS[k + 5]
+    local base = string.sub(roll, 1, -5) -- "<prefix>:{w:<ws>}:"
+    local marks = redis.call('HMGET', roll, 'h', 'c', 'floor')
+    local folded, closed, floor = tonumber(marks[1]), tonumber(marks[2]), tonumber(marks[3]) or 0
     local latest, latest_in_win = 0, 0
     for i = 1, b do
-      local bucket = KEYS[k + 3 + i]
+      local bucket = KEYS[k + 5 + i]
       local minute, expire_at, n = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2])
       a = a + 3
-      local in_win = through == nil or tonumber(minute) > through
+      local mi = tonumber(minute)
+      local in_win = through == nil or mi > through
+      local hour = math.floor(mi / 60)
+      local late = folded ~= nil and mi <= folded
+      local hour_closed = closed ~= nil and hour <= closed
       for _ = 1, n do
         redis.call('ZINCRBY', bucket, ARGV[a + 1], ARGV[a])
         if in_win then
           redis.call('ZINCRBY', win, ARGV[a + 1], ARGV[a])
         end
+        if late then
+          add_late(base, hour, hour_closed, floor, hret, dret, ARGV[a], tonumber(ARGV[a + 1]))
+        end
         a = a + 2
       end
       redis.call('EXPIREAT', bucket, expire_at)
+      if not late then
+        redis.call('ZADD', fold, minute, minute)
+        raise_expiry(fold, expire_at)
+      end
       latest = math.max(latest, tonumber(expire_at))
       if in_win then
         redis.call('ZADD', minutes, minute, minute)
@@ -116,7 +164,7 @@ while k <= #KEYS do
       raise_expiry(fence, latest)
     end
   end
-  k = k + 4 + b
+  k = k + 6 + b
 end
 local reply = { applied, skipped }
 for _, v in ipairs(overlaps) do

@@ -36,6 +36,12 @@ var (
 	globalAddSource string
 	//go:embed global_cache.lua
 	globalCacheSource string
+	//go:embed rollup.lua
+	rollupSource string
+	//go:embed windows.lua
+	windowsSource string
+	//go:embed global_roll.lua
+	globalRollSource string
 )
 
 var (
@@ -47,7 +53,15 @@ var (
 	GlobalAdd = newScript("global_add", globalAddSource)
 	// GlobalCache replaces the cached global ranking (see global_cache.lua).
 	GlobalCache = newScript("global_cache", globalCacheSource)
+	// Rollup folds closed minutes into hour, day and all-time buckets (see rollup.lua).
+	Rollup = newScript("rollup", rollupSource)
+	// Windows caches the rankings of the windows beyond the hour (see windows.lua).
+	Windows = newScript("windows", windowsSource)
+	// GlobalRoll writes one rolled-up global summary (see global_roll.lua).
+	GlobalRoll = newScript("global_roll", globalRollSource)
 )
 
 // All lists every embedded script, in a stable order.
-func All() []*Script { return []*Script{Ingest, Refresh, GlobalAdd, GlobalCache} }
+func All() []*Script {
+	return []*Script{Ingest, Refresh, GlobalAdd, GlobalCache, Rollup, Windows, GlobalRoll}
+}

@@ -2,9 +2,14 @@
 // MULTI/EXEC read of a ranking and its metadata per request, never a
 // computation over buckets), so its cost does not depend on the traffic.
 //
-//	GET /v1/top?workspace=W&window=1h&k=100   a workspace's ranking (exact)
-//	GET /v1/top/global?window=1h&k=100        the global ranking (approximate)
+//	GET /v1/top?workspace=W&window=1h&k=100   a workspace's ranking
+//	GET /v1/top/global?window=24h&k=100       the global ranking (approximate)
 //	GET /trending?window=1h&k=100             the same, at the seed's path
+//
+// Windows: 1h, 24h, 7d, 30d, all. A workspace's 1h ranking is exact; the
+// longer ones are exact unless a rollup had to drop members, and then each
+// count carries its error bound, as every global count does.
+//
 //	GET /healthz                              the process is up
 //	GET /readyz                               Redis answers
 //
@@ -23,6 +28,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/topk-dev/topk/pkg/keys"
 	"github.com/topk-dev/topk/pkg/scheduler"
 	"github.com/topk-dev/topk/pkg/store"
 )
@@ -31,12 +37,12 @@ import (
 const MaxK = 1000
 
 // Windows are the windows the API serves.
-var Windows = []string{"1h"}
+var Windows = []string{keys.Window1h, keys.Window24h, keys.Window7d, keys.Window30d, keys.WindowAll}
 
 // Reader is what the API reads: the store's cached results.
 type Reader interface {
-	ReadTop(ctx context.Context, ws string, n int) (store.Result, error)
-	ReadGlobal(ctx context.Context, n int) (store.GlobalResult, error)
+	ReadTop(ctx context.Context, ws, window string, n int) (store.Result, error)
+	ReadGlobal(ctx context.Context, window string, n int) (store.GlobalResult, error)
 	Ping(ctx context.Context) error
 }
 
@@ -60,8 +66,8 @@ type Response struct {
 	ComputedAt  time.Time `json:"computed_at"`
 	AgeSeconds  float64   `json:"age_seconds"`
 	Stale       bool      `json:"stale"`
-	// Exact is true when every count is exact: always for a workspace, and
-	// for the global ranking when every error bound is 0.
+	// Exact is true when every count is exact: always for a workspace's
+	// hour, and for other rankings when every error bound is 0.
 	Exact bool `json:"exact"`
 }
 
@@ -122,15 +128,19 @@ func (h *handler) workspace(w http.ResponseWriter, req *http.Request) {
 		writeError(w, http.StatusBadRequest, "missing workspace parameter")
 		return
 	}
-	res, err := h.r.ReadTop(req.Context(), ws, k)
+	res, err := h.r.ReadTop(req.Context(), ws, window, k)
 	if err != nil {
-		h.readError(w, err, fmt.Sprintf("no ranking for workspace %q: no activity in the window, or no scheduler is running", ws))
+		h.readError(w, err, fmt.Sprintf("no %s ranking for workspace %q: no activity in the window, or no scheduler is running", window, ws))
 		return
 	}
-	out := h.response(window, res.WindowStart, res.WindowEnd, res.ComputedAt)
-	out.Workspace, out.Exact = ws, true
-	for _, e := range res.Entries {
-		out.Items = append(out.Items, Item{Rank: e.Rank, ID: e.ID, Count: e.Count, Guaranteed: true})
+	out := h.response(window, res.WindowStart, res.WindowEnd, res.ComputedAt, res.FreshAt())
+	out.Workspace, out.Exact = ws, res.ErrorBound == 0
+	for i, e := range res.Entries {
+		item := Item{Rank: e.Rank, ID: e.ID, Count: e.Count, Guaranteed: true}
+		if res.Bounds != nil {
+			item.Error, item.Guaranteed = res.Bounds[i].Err, res.Bounds[i].Guaranteed
+		}
+		out.Items = append(out.Items, item)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -140,12 +150,12 @@ func (h *handler) global(w http.ResponseWriter, req *http.Request) {
 	if !ok {
 		return
 	}
-	res, err := h.r.ReadGlobal(req.Context(), k)
+	res, err := h.r.ReadGlobal(req.Context(), window, k)
 	if err != nil {
-		h.readError(w, err, "no global ranking: no activity in the window, or no scheduler is running")
+		h.readError(w, err, fmt.Sprintf("no global %s ranking: no activity in the window, or no scheduler is running", window))
 		return
 	}
-	out := h.response(window, res.WindowStart, res.WindowEnd, res.ComputedAt)
+	out := h.response(window, res.WindowStart, res.WindowEnd, res.ComputedAt, res.ComputedAt)
 	out.Exact = true
 	for _, e := range res.Entries {
 		out.Items = append(out.Items, Item{Rank: e.Rank, ID: e.ID, Count: e.Count, Error: e.Err, Guaranteed: e.Guaranteed})
@@ -154,10 +164,12 @@ func (h *handler) global(w http.ResponseWriter, req *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (h *handler) response(window string, start, end, computed time.Time) Response {
-	age := h.now().Sub(computed)
+// response starts a Response; its age counts from fresh, the last time the
+// ranking was known to be current.
+func (h *handler) response(window string, start, end, computed, fresh time.Time) Response {
+	age := h.now().Sub(fresh)
 	return Response{Window: window, Items: []Item{}, WindowStart: start, WindowEnd: end, ComputedAt: computed,
-		AgeSeconds: age.Seconds(), Stale: age > scheduler.StaleAfter}
+		AgeSeconds: age.Seconds(), Stale: age > scheduler.StaleAfterFor(window)}
 }
 
 // readError answers 404 for a missing result and 503 for anything else:

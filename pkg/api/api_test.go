@@ -54,7 +54,7 @@ func TestAPI(t *testing.T) {
 	defer srv.Close()
 
 	// Before any scheduler ran there is nothing cached.
-	if code, body := get(t, srv, "/v1/top?workspace=w2"); code != http.StatusNotFound || !strings.Contains(body, "no ranking") {
+	if code, body := get(t, srv, "/v1/top?workspace=w2"); code != http.StatusNotFound || !strings.Contains(body, "ranking for workspace") {
 		t.Errorf("before a refresh: %d %s, want 404", code, body)
 	}
 	s, err := scheduler.New(scheduler.Params{Store: st, Clock: func() time.Time { return now }})
@@ -97,12 +97,12 @@ func TestAPI(t *testing.T) {
 		code       int
 	}{
 		{"/v1/top", "missing workspace", 400},
-		{"/v1/top?workspace=w2&window=24h", `unknown window \"24h\"`, 400},
+		{"/v1/top?workspace=w2&window=2h", `unknown window \"2h\"`, 400},
 		{"/trending?window=bogus", "unknown window", 400},
 		{"/v1/top?workspace=w2&k=0", "k must be an integer in [1, 1000]", 400},
 		{"/v1/top/global?k=1001", "k must be", 400},
 		{"/v1/top?workspace=w2&k=x", "k must be", 400},
-		{"/v1/top?workspace=nobody", `no ranking for workspace \"nobody\"`, 404},
+		{"/v1/top?workspace=nobody", `no 1h ranking for workspace \"nobody\"`, 404},
 		{"/healthz", "ok", 200},
 		{"/readyz", "ready", 200},
 	} {

@@ -349,7 +349,7 @@ func runRedis(ctx context.Context, c rueidis.Client, cfg AccuracyConfig, s *stre
 		return Truth{}, err
 	}
 	r.RefreshSeconds = time.Since(t0).Seconds()
-	res, err := st.ReadGlobal(ctx, 0)
+	res, err := st.ReadGlobal(ctx, keys.Window1h, 0)
 	if err != nil {
 		return Truth{}, err
 	}

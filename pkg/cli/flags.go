@@ -67,7 +67,7 @@ func ingestFlags() []cli.Flag {
 		altsrc.NewIntFlag(&cli.IntFlag{Name: "batch-events", EnvVars: []string{"TOPK_BATCH_EVENTS"}, Value: ingest.DefaultBatchEvents, Usage: "flush a batch once it holds this many records"}),
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "batch-age", EnvVars: []string{"TOPK_BATCH_AGE"}, Value: ingest.DefaultBatchAge, Usage: "flush a batch this long after its first record"}),
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "session-timeout", EnvVars: []string{"TOPK_SESSION_TIMEOUT"}, Usage: "how long the consumer group waits for a silent worker before moving its partitions (0: franz-go's default, 45s; the broker bounds it)"}),
-		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "max-skew", EnvVars: []string{"TOPK_MAX_SKEW"}, Value: ingest.DefaultMaxSkew, Usage: "how far in the future an event time may be and still count"}),
+		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "max-skew", EnvVars: []string{"TOPK_MAX_SKEW"}, Value: ingest.DefaultMaxSkew, Usage: "how far ahead of its arrival at the broker an event time may be and still count"}),
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "rebalance-timeout", EnvVars: []string{"TOPK_REBALANCE_TIMEOUT"}, Usage: "how long a rebalance waits for every worker to rejoin; a worker that crashed mid-rebalance stalls the group this long (0: franz-go's default, 60s)"}),
 		userCapFlag(),
 	}
@@ -83,17 +83,53 @@ func scheduleFlags() []cli.Flag {
 	return []cli.Flag{
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "interval", EnvVars: []string{"TOPK_INTERVAL"}, Value: time.Second, Usage: fmt.Sprintf("refresh interval of the cached rankings (at most %s)", scheduler.MaxInterval)}),
 		kFlag("entries kept in each cached ranking"),
+		altsrc.NewStringFlag(&cli.StringFlag{Name: "cadence", EnvVars: []string{"TOPK_CADENCE"}, Value: defaultCadence(), Usage: "refresh period of each long window, as window=duration pairs (a window set to 0 is not computed)"}),
 	}
 }
 
-// globalFlags configure the global view's summaries. Every ingest worker
-// and scheduler of a deployment must use the same values.
-func globalFlags() []cli.Flag {
+// defaultCadence renders scheduler.DefaultCadence as a --cadence value.
+func defaultCadence() string {
+	var parts []string
+	for _, w := range window.Longs {
+		parts = append(parts, w.Name+"="+scheduler.DefaultCadence[w.Name].String())
+	}
+	return strings.Join(parts, ",")
+}
+
+// parseCadence reads a --cadence value.
+func parseCadence(v string) (map[string]time.Duration, error) {
+	out := map[string]time.Duration{}
+	for _, part := range splitList(v) {
+		name, d, ok := strings.Cut(part, "=")
+		dur, err := time.ParseDuration(d)
+		if _, known := scheduler.DefaultCadence[name]; !ok || !known || err != nil || dur < 0 {
+			return nil, fmt.Errorf("bad --cadence entry %q: want window=duration, window one of 24h, 7d, 30d, all", part)
+		}
+		out[name] = dur
+	}
+	return out, nil
+}
+
+// deploymentFlags configure what every ingest worker and scheduler of a
+// deployment must agree on: the global view's summaries, the rollup levels'
+// size and retention, and the allowed lateness.
+func deploymentFlags() []cli.Flag {
 	return []cli.Flag{
 		altsrc.NewStringFlag(&cli.StringFlag{Name: "global-backend", EnvVars: []string{"TOPK_GLOBAL_BACKEND"}, Value: "auto", Usage: "summaries of the global view: auto (redisbloom when the module is loaded), lua or redisbloom"}),
 		altsrc.NewIntFlag(&cli.IntFlag{Name: "global-shards", EnvVars: []string{"TOPK_GLOBAL_SHARDS"}, Value: store.DefaultGlobalShards, Usage: "shards of the global summaries (same value for all workers and schedulers)"}),
 		altsrc.NewIntFlag(&cli.IntFlag{Name: "global-capacity", EnvVars: []string{"TOPK_GLOBAL_CAPACITY"}, Value: store.DefaultGlobalCapacity, Usage: "items kept per shard and minute by the global summaries (same value everywhere)"}),
+		altsrc.NewIntFlag(&cli.IntFlag{Name: "rollup-keep", EnvVars: []string{"TOPK_ROLLUP_KEEP"}, Usage: "members a closed hour or day bucket keeps, and the all-time summary's capacity (0: 5 x --k, the seed's safety factor)"}),
+		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "minute-retention", EnvVars: []string{"TOPK_MINUTE_RETENTION"}, Value: window.DefaultMinuteRetention, Usage: "how long minute buckets live after their minute (more than the hour window; the excess is how long the scheduler may stop without losing rollups)"}),
+		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "hour-retention", EnvVars: []string{"TOPK_HOUR_RETENTION"}, Value: window.DefaultHourRetention, Usage: "how long hour buckets live after their hour (at least 30 days for the 30d window)"}),
+		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "day-retention", EnvVars: []string{"TOPK_DAY_RETENTION"}, Value: window.DefaultDayRetention, Usage: "how long day buckets live after their day"}),
+		latenessFlag(),
 	}
+}
+
+// latenessFlag is the allowed lateness: workers reject later events, the
+// scheduler rolls a minute up once it has passed.
+func latenessFlag() cli.Flag {
+	return altsrc.NewDurationFlag(&cli.DurationFlag{Name: "lateness", EnvVars: []string{"TOPK_LATENESS"}, Value: window.DefaultLateness, Usage: "how long after its minute ends an event may reach the broker and still count; later ones go to the dead-letter topic as late (at most 1h)"})
 }
 
 func kFlag(usage string) cli.Flag {
@@ -168,7 +204,34 @@ func openStore(c *cli.Context) (*store.Store, func(), error) {
 		client.Close()
 		return nil, nil, err
 	}
-	return store.New(client, keys.New(c.String("prefix")), window.Hour, store.Options{Global: global}), client.Close, nil
+	win, rollup, err := rollupOptions(c)
+	if err != nil {
+		client.Close()
+		return nil, nil, err
+	}
+	return store.New(client, keys.New(c.String("prefix")), win, store.Options{Global: global, Rollup: rollup}), client.Close, nil
+}
+
+// rollupOptions reads the minute window and the rollup flags of commands
+// that have them (readers get the defaults: they never write).
+func rollupOptions(c *cli.Context) (window.Window, store.RollupOptions, error) {
+	win := window.Hour
+	if !hasFlag(c, "minute-retention") {
+		return win, store.RollupOptions{}, nil
+	}
+	ret := c.Duration("minute-retention")
+	if ret <= win.Span() {
+		return win, store.RollupOptions{}, cli.Exit(fmt.Sprintf("--minute-retention %s must exceed the hour window", ret), exitUsage)
+	}
+	win.Grace = ret - win.Span()
+	o := store.RollupOptions{Keep: c.Int("rollup-keep"), HourRetention: c.Duration("hour-retention"), DayRetention: c.Duration("day-retention")}
+	if o.Keep == 0 && hasFlag(c, "k") {
+		o.Keep = 5 * c.Int("k")
+	}
+	if o.Keep < 0 || o.HourRetention < 30*24*time.Hour+time.Hour || o.DayRetention < 24*time.Hour {
+		return win, o, cli.Exit("--rollup-keep must not be negative, --hour-retention must cover the 30d window (at least 721h) and --day-retention a day", exitUsage)
+	}
+	return win, o, nil
 }
 
 // globalOptions reads the global-view flags of commands that have them,

@@ -15,7 +15,7 @@ import (
 func ingestCommand(env *Env) *cli.Command {
 	flags := []cli.Flag{brokersFlag(DefaultBrokers), topicFlag(), redisFlag(DefaultRedis), prefixFlag()}
 	flags = append(flags, ingestFlags()...)
-	flags = append(flags, globalFlags()...)
+	flags = append(flags, deploymentFlags()...)
 	flags = append(flags, logFlags("info")...)
 	return withConfig(&cli.Command{
 		Name:  "ingest",
@@ -48,6 +48,7 @@ func newWorkers(c *cli.Context, st *store.Store, log *slog.Logger) ([]*ingest.Wo
 		BatchEvents:      c.Int("batch-events"),
 		BatchAge:         c.Duration("batch-age"),
 		MaxSkew:          c.Duration("max-skew"),
+		Lateness:         c.Duration("lateness"),
 		UserMinuteCap:    c.Int("user-minute-cap"),
 		SessionTimeout:   c.Duration("session-timeout"),
 		RebalanceTimeout: c.Duration("rebalance-timeout"),

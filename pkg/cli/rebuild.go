@@ -22,7 +22,7 @@ func rebuildCommand(env *Env) *cli.Command {
 		kFlag("entries kept in each cached ranking (as the scheduler's --k)"),
 		userCapFlag(),
 	}
-	flags = append(flags, globalFlags()...)
+	flags = append(flags, deploymentFlags()...)
 	flags = append(flags, logFlags("info")...)
 	return withConfig(&cli.Command{
 		Name:  "rebuild",
@@ -41,7 +41,8 @@ func rebuildCommand(env *Env) *cli.Command {
 			lastPrint := time.Time{}
 			stats, err := ingest.Replay(c.Context, ingest.ReplayConfig{
 				Kafka: kafkaConfig(c), Topic: c.String("topic"), Store: st,
-				Since: began.Add(-c.Duration("since")), UserMinuteCap: c.Int("user-minute-cap"), Logger: log,
+				Since: began.Add(-c.Duration("since")), UserMinuteCap: c.Int("user-minute-cap"),
+				Lateness: c.Duration("lateness"), Logger: log,
 				Progress: func(read, total int64) {
 					if time.Since(lastPrint) < 2*time.Second && read < total {
 						return

@@ -15,6 +15,7 @@ import (
 	"github.com/topk-dev/topk/pkg/devenv"
 	"github.com/topk-dev/topk/pkg/ingest"
 	"github.com/topk-dev/topk/pkg/kafka"
+	"github.com/topk-dev/topk/pkg/keys"
 	"github.com/topk-dev/topk/pkg/loadgen"
 	"github.com/topk-dev/topk/pkg/store"
 )
@@ -23,7 +24,7 @@ func runCommand(env *Env) *cli.Command {
 	flags := []cli.Flag{brokersFlag(""), redisFlag(""), topicFlag(), prefixFlag()}
 	flags = append(flags, ingestFlags()...)
 	flags = append(flags, scheduleFlags()...)
-	flags = append(flags, globalFlags()...)
+	flags = append(flags, deploymentFlags()...)
 	flags = append(flags, trafficFlags(20_000)...)
 	flags = append(flags,
 		&cli.DurationFlag{Name: "duration", Usage: "stop after this long (0: until interrupted)"},
@@ -173,12 +174,12 @@ func (d *display) print(ctx context.Context, p *loadgen.Progress, workers []*ing
 	fmt.Fprintf(d.env.Out, "topk run: %s  produced %d (%.0f/s)  counted %d  rejected %d  not yet counted %d\n\n",
 		elapsed.Round(time.Second), p.Acked.Load(), float64(p.Acked.Load())/elapsed.Seconds(), counted, rejected, p.Acked.Load()-counted-rejected)
 	for _, ws := range d.workspaces {
-		res, err := d.st.ReadTop(ctx, ws, d.rows)
+		res, err := d.st.ReadTop(ctx, ws, keys.Window1h, d.rows)
 		if err != nil {
 			fmt.Fprintf(d.env.Out, "workspace %s: %v\n\n", ws, err)
 			continue
 		}
-		printResult(d.env, "workspace "+ws, res, time.Since(res.ComputedAt))
+		printResult(d.env, "workspace "+ws, res, time.Since(res.FreshAt()))
 		fmt.Fprintln(d.env.Out)
 	}
 }

@@ -12,13 +12,15 @@ import (
 func scheduleCommand(env *Env) *cli.Command {
 	flags := []cli.Flag{redisFlag(DefaultRedis), prefixFlag()}
 	flags = append(flags, scheduleFlags()...)
-	flags = append(flags, globalFlags()...)
+	flags = append(flags, deploymentFlags()...)
 	flags = append(flags, logFlags("info")...)
 	return withConfig(&cli.Command{
 		Name:  "schedule",
 		Usage: "keep every active workspace's cached top K fresh",
-		Description: "Every --interval, recomputes the top --k channels of every workspace with activity\n" +
-			"in the last hour and replaces its cached result atomically. Running two is safe.",
+		Description: "Every --interval, recomputes the top --k channels of every workspace whose hour changed\n" +
+			"and replaces its cached result atomically; rolls minutes whose --lateness has passed up into\n" +
+			"hour, day and all-time buckets; and refreshes the 24h, 7d, 30d and all-time rankings at their\n" +
+			"--cadence. Running two is safe.",
 		Flags: flags,
 		Action: serviceAction(env, func(c *cli.Context, st *store.Store, log *slog.Logger) error {
 			s, err := newScheduler(c, st, log)
@@ -32,7 +34,12 @@ func scheduleCommand(env *Env) *cli.Command {
 }
 
 func newScheduler(c *cli.Context, st *store.Store, log *slog.Logger) (*scheduler.Scheduler, error) {
-	s, err := scheduler.New(scheduler.Params{Store: st, Interval: c.Duration("interval"), K: c.Int("k"), Logger: log})
+	cadence, err := parseCadence(c.String("cadence"))
+	if err != nil {
+		return nil, cli.Exit(err.Error(), exitUsage)
+	}
+	s, err := scheduler.New(scheduler.Params{Store: st, Interval: c.Duration("interval"), K: c.Int("k"), Logger: log,
+		Lateness: c.Duration("lateness"), Cadence: cadence})
 	if err != nil {
 		return nil, cli.Exit(err.Error(), exitUsage)
 	}

@@ -565,14 +565,14 @@ func TestRedisACLWorkerSlidingWindow(t *testing.T) {
 				want[ch] += n
 			}
 		}
-		res, err := rd.ReadTop(ctx, "acme", 0)
+		res, err := rd.ReadTop(ctx, "acme", "1h", 0)
 		if err != nil {
 			t.Fatalf("%s: reader: %v", what, err)
 		}
 		if got, exp := fmt.Sprint(res.Entries), fmt.Sprint(testenv.ExactTop(want, 10)); got != exp {
 			t.Fatalf("%s: reader sees %s, want %s", what, got, exp)
 		}
-		if _, err := rd.ReadGlobal(ctx, 10); err != nil {
+		if _, err := rd.ReadGlobal(ctx, "1h", 10); err != nil {
 			t.Fatalf("%s: reader global: %v", what, err)
 		}
 	}

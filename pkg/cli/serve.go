@@ -22,7 +22,7 @@ func serveCommand(env *Env) *cli.Command {
 	flags := []cli.Flag{redisFlag(DefaultRedis), prefixFlag(),
 		altsrc.NewStringFlag(&cli.StringFlag{Name: "listen", EnvVars: []string{"TOPK_LISTEN"}, Value: DefaultListen, Usage: "address of the HTTP API"}),
 	}
-	flags = append(flags, globalFlags()...)
+	flags = append(flags, deploymentFlags()...)
 	flags = append(flags, logFlags("info")...)
 	return withConfig(&cli.Command{
 		Name:  "serve",

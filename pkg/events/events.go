@@ -47,13 +47,15 @@ type Reason string
 
 // Rejection reasons.
 const (
-	ReasonTooLarge       Reason = "too_large"
-	ReasonMalformedJSON  Reason = "malformed_json"
-	ReasonInvalidUTF8    Reason = "invalid_utf8"
-	ReasonWrongType      Reason = "wrong_type"
-	ReasonMissingField   Reason = "missing_field"
-	ReasonIDTooLong      Reason = "id_too_long"
-	ReasonTooOld         Reason = "too_old"
+	ReasonTooLarge      Reason = "too_large"
+	ReasonMalformedJSON Reason = "malformed_json"
+	ReasonInvalidUTF8   Reason = "invalid_utf8"
+	ReasonWrongType     Reason = "wrong_type"
+	ReasonMissingField  Reason = "missing_field"
+	ReasonIDTooLong     Reason = "id_too_long"
+	// ReasonLate: the event reached the broker more than the allowed
+	// lateness after its minute ended (see ingest.Config.Lateness).
+	ReasonLate           Reason = "late"
 	ReasonTooFarInFuture Reason = "too_far_in_future"
 	// ReasonUserCapped: the user already had the configured number of
 	// events counted in the event's minute (ingest --user-minute-cap).

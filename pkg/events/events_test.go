@@ -284,7 +284,7 @@ func TestDecodeRejects(t *testing.T) {
 }
 
 func TestReasonOf(t *testing.T) {
-	rej := events.Reject(events.ReasonTooOld, "event at %d", 5)
+	rej := events.Reject(events.ReasonLate, "event at %d", 5)
 	tests := []struct {
 		name string
 		err  error
@@ -292,9 +292,9 @@ func TestReasonOf(t *testing.T) {
 	}{
 		{"nil", nil, ""},
 		{"plain error", errors.New("boom"), ""},
-		{"reject error", rej, events.ReasonTooOld},
-		{"wrapped reject error", fmt.Errorf("batch: %w", rej), events.ReasonTooOld},
-		{"joined reject error", errors.Join(errors.New("x"), rej), events.ReasonTooOld},
+		{"reject error", rej, events.ReasonLate},
+		{"wrapped reject error", fmt.Errorf("batch: %w", rej), events.ReasonLate},
+		{"joined reject error", errors.Join(errors.New("x"), rej), events.ReasonLate},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -303,7 +303,7 @@ func TestReasonOf(t *testing.T) {
 			}
 		})
 	}
-	if got, want := rej.Error(), "too_old: event at 5"; got != want {
+	if got, want := rej.Error(), "late: event at 5"; got != want {
 		t.Errorf("Reject(...).Error() = %q, want %q", got, want)
 	}
 }

@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"fmt"
 	"hash/maphash"
 	"strconv"
 	"time"
@@ -20,26 +21,56 @@ const maxDeadLetterValue = 256 << 10
 // timeRule decides whether an event still counts: by its time, and by the
 // per-user cap when one is set.
 type timeRule struct {
-	win     window.Window
-	maxSkew time.Duration
+	win      window.Window
+	lateness time.Duration
+	maxSkew  time.Duration
 	// userCap is the worker's per-user-per-minute cap, nil when it is off.
 	// A pointer: the rule is passed by value, and the cap's state must
 	// outlive each batch.
 	userCap *userCap
 }
 
-// check rejects events whose minute has left the window at now, and events
-// further in the future than the allowed clock skew.
-func (r timeRule) check(ts int64, now time.Time) error {
-	if first := r.win.First(now); window.MinuteOfMillis(ts) < first {
-		return events.Reject(events.ReasonTooOld, "event time %s is before the window start %s",
-			time.UnixMilli(ts).UTC().Format(time.RFC3339Nano), time.Unix(first*60, 0).UTC().Format(time.RFC3339))
+// newTimeRule validates the worker's time settings (0: the defaults).
+func newTimeRule(win window.Window, lateness, maxSkew time.Duration, userMinuteCap int) (timeRule, error) {
+	if lateness == 0 {
+		lateness = window.DefaultLateness
 	}
-	if limit := now.Add(r.maxSkew); ts > limit.UnixMilli() {
-		return events.Reject(events.ReasonTooFarInFuture, "event time %s is more than %s ahead of %s",
-			time.UnixMilli(ts).UTC().Format(time.RFC3339Nano), r.maxSkew, now.UTC().Format(time.RFC3339Nano))
+	if lateness < 0 || lateness > win.Span() {
+		return timeRule{}, fmt.Errorf("ingest: lateness %s out of range (0, %s]", lateness, win.Span())
+	}
+	if maxSkew <= 0 {
+		maxSkew = DefaultMaxSkew
+	}
+	return timeRule{win: win, lateness: lateness, maxSkew: maxSkew, userCap: newUserCap(userMinuteCap)}, nil
+}
+
+// check judges an event time against when the event arrived: the record's
+// broker timestamp. An event that arrived more than the allowed lateness
+// after its minute ended is late; one stamped further ahead of its arrival
+// than the allowed clock skew is in the future. Judged against the record
+// rather than the worker's clock, the verdict is the same however far
+// behind the worker is and however often the record is replayed, so a
+// lagging worker or a rebuild never turns on-time events into late ones.
+func (r timeRule) check(ts int64, arrived time.Time) error {
+	end := (window.MinuteOfMillis(ts) + 1) * 60_000
+	if limit := end + r.lateness.Milliseconds(); arrived.UnixMilli() > limit {
+		return events.Reject(events.ReasonLate, "event time %s arrived at %s, more than %s after its minute ended",
+			time.UnixMilli(ts).UTC().Format(time.RFC3339Nano), arrived.UTC().Format(time.RFC3339Nano), r.lateness)
+	}
+	if limit := arrived.Add(r.maxSkew); ts > limit.UnixMilli() {
+		return events.Reject(events.ReasonTooFarInFuture, "event time %s is more than %s ahead of its arrival at %s",
+			time.UnixMilli(ts).UTC().Format(time.RFC3339Nano), r.maxSkew, arrived.UTC().Format(time.RFC3339Nano))
 	}
 	return nil
+}
+
+// arrival is when record r reached the broker: its timestamp, or now for a
+// record without one.
+func arrival(r *kgo.Record, now time.Time) time.Time {
+	if r.Timestamp.UnixMilli() <= 0 {
+		return now
+	}
+	return r.Timestamp
 }
 
 // userCap enforces Config.UserMinuteCap: at most max counted events per
@@ -155,7 +186,7 @@ func (b *batch) add(r *kgo.Record, rule timeRule, now time.Time, dlqTopic string
 	p.last = r
 	ev, err := events.Decode(r.Value)
 	if err == nil {
-		err = rule.check(ev.TS, now)
+		err = rule.check(ev.TS, arrival(r, now))
 	}
 	if err == nil && rule.userCap != nil {
 		err = rule.userCap.admit(ev, rule.win.First(now)) // last: only events that would count use up the cap

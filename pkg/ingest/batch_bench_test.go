@@ -30,7 +30,10 @@ func benchRecords(b *testing.B, n int, now time.Time) []*kgo.Record {
 func BenchmarkBatchAdd(b *testing.B) {
 	now := time.Now()
 	recs := benchRecords(b, 200_000, now)
-	rule := timeRule{win: window.Hour, maxSkew: time.Minute}
+	rule, err := newTimeRule(window.Hour, 0, time.Minute, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	var batch *batch

@@ -74,9 +74,12 @@ func (f *fixture) produce(records ...*kgo.Record) {
 	}
 }
 
+// eventRecord is ev's record, stamped as having reached the broker at the
+// event time: on time, however old the event (lateness is judged against
+// the record's timestamp).
 func eventRecord(ev events.Event) *kgo.Record {
 	v, _ := json.Marshal(ev)
-	return &kgo.Record{Key: []byte(ev.WorkspaceID), Value: v}
+	return &kgo.Record{Key: []byte(ev.WorkspaceID), Value: v, Timestamp: time.UnixMilli(ev.TS)}
 }
 
 // worker is a running ingest worker; stop cancels it and waits for Run.
@@ -163,7 +166,7 @@ func (tr truth) add(ev events.Event, n int64) {
 func (f *fixture) checkTop(tr truth, k int) {
 	f.t.Helper()
 	for ws, counts := range tr {
-		res, err := f.store.ReadTop(context.Background(), ws, 0)
+		res, err := f.store.ReadTop(context.Background(), ws, "1h", 0)
 		if err != nil {
 			f.t.Fatalf("workspace %q: %v", ws, err)
 		}
@@ -237,9 +240,9 @@ func TestBadInput(t *testing.T) {
 		{`{"workspace_id":"w","channel_id":"c"}`, events.ReasonMissingField},
 		{`{"workspace_id":"` + long + `","channel_id":"c","ts":1}`, events.ReasonIDTooLong},
 		{`{"workspace_id":"w","channel_id":"c","ts":1,"pad":"` + strings.Repeat("p", events.MaxRecordBytes) + `"}`, events.ReasonTooLarge},
-		{fmt.Sprintf(`{"workspace_id":"w","channel_id":"c","ts":%d}`, f.now.Add(-61*time.Minute).UnixMilli()), events.ReasonTooOld},
+		{fmt.Sprintf(`{"workspace_id":"w","channel_id":"c","ts":%d}`, f.now.Add(-61*time.Minute).UnixMilli()), events.ReasonLate},
 		{fmt.Sprintf(`{"workspace_id":"w","channel_id":"c","ts":%d}`, f.now.Add(6*time.Minute).UnixMilli()), events.ReasonTooFarInFuture},
-		{`{"workspace_id":"w","channel_id":"c","ts":-9223372036854775808}`, events.ReasonTooOld}, // must not overflow into the future
+		{`{"workspace_id":"w","channel_id":"c","ts":-9223372036854775808}`, events.ReasonLate}, // must not overflow into the future
 	}
 	tr := truth{}
 	var recs []*kgo.Record
@@ -400,7 +403,7 @@ func TestEndToEndGlobal(t *testing.T) {
 	f.produce(recs...)
 	waitFor(t, "all events counted", func() bool { return w.Stats().Counted.Load() == int64(len(evs)) })
 	f.refresh(20)
-	res, err := f.store.ReadGlobal(context.Background(), 0)
+	res, err := f.store.ReadGlobal(context.Background(), "1h", 0)
 	if err != nil {
 		t.Fatal(err)
 	}

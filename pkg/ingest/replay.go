@@ -24,6 +24,7 @@ type ReplayConfig struct {
 	Since       time.Time
 	BatchEvents int           // default DefaultBatchEvents
 	MaxSkew     time.Duration // default DefaultMaxSkew
+	Lateness    time.Duration // the workers' allowed lateness (see Config); default window.DefaultLateness
 	// UserMinuteCap is the workers' per-user cap (see Config), so that the
 	// rebuild counts what they counted; 0: off.
 	UserMinuteCap int
@@ -40,9 +41,12 @@ type ReplayConfig struct {
 // Replay counts again the records of the topic from Since up to the end
 // offsets it finds when it starts, without a consumer group and without
 // committing anything: the rebuild after Redis lost its data. Records are
-// judged against the current window like the workers do, so events older
-// than the window are rejected (and only counted as such: they were
-// dead-lettered when first consumed). The counts are fenced like the
+// judged like the workers judge them, against their broker timestamps, so
+// the replay accepts and rejects exactly what they did (rejections are
+// only counted: they were dead-lettered when first consumed). Counts for
+// minutes past the minute retention expire at once: a rebuild restores the
+// minute buckets and the hour window, and the rollups of hours it reaches
+// only where they survived. The counts are fenced like the
 // workers' (see store.Part), so a replay is harmless next to running
 // workers and to data Redis still has: a record both count is applied once.
 func Replay(ctx context.Context, cfg ReplayConfig) (*Stats, error) {
@@ -55,8 +59,9 @@ func Replay(ctx context.Context, cfg ReplayConfig) (*Stats, error) {
 	if cfg.BatchEvents <= 0 {
 		cfg.BatchEvents = DefaultBatchEvents
 	}
-	if cfg.MaxSkew <= 0 {
-		cfg.MaxSkew = DefaultMaxSkew
+	rule, err := newTimeRule(cfg.Store.Window(), cfg.Lateness, cfg.MaxSkew, cfg.UserMinuteCap)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.Stall <= 0 {
 		cfg.Stall = 10 * time.Second
@@ -111,7 +116,6 @@ func Replay(ctx context.Context, cfg ReplayConfig) (*Stats, error) {
 	}
 	defer cl.Close()
 
-	rule := timeRule{win: cfg.Store.Window(), maxSkew: cfg.MaxSkew, userCap: newUserCap(cfg.UserMinuteCap)}
 	b := newBatch()
 	lastRecord := time.Now()
 	for len(left) > 0 {

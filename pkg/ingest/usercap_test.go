@@ -16,7 +16,10 @@ import (
 // forgets minutes that left the window.
 func TestUserCap(t *testing.T) {
 	now := time.Date(2025, 11, 30, 12, 0, 30, 0, time.UTC)
-	rule := timeRule{win: window.Hour, maxSkew: time.Minute, userCap: newUserCap(2)}
+	rule, err := newTimeRule(window.Hour, 0, time.Minute, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
 	offset := int64(0)
 	add := func(b *batch, now time.Time, ws, user string, ts time.Time, n int) {
 		for range n {
@@ -35,14 +38,14 @@ func TestUserCap(t *testing.T) {
 
 	b := newBatch()
 	add(b, now, "w", "u", now, 3)                   // 2 of 3
-	add(b, now, "w", "u", now.Add(-time.Minute), 3) // another minute: 2 of 3
+	add(b, now, "w", "u", now.Add(-time.Minute), 3) // another minute (on time, just): 2 of 3
 	add(b, now, "w2", "u", now, 3)                  // another workspace: 2 of 3
 	add(b, now, "w", "u2", now, 2)                  // another user: 2 of 2
 	add(b, now, "w", "", now, 5)                    // no user: not capped
-	add(b, now, "w", "u", now.Add(-2*time.Hour), 1) // too old: rejected as such, not capped
+	add(b, now, "w", "u", now.Add(-2*time.Hour), 1) // late: rejected as such, not capped
 	check(b, 2+2+2+2+5, 3)
-	if got := b.rejected[events.ReasonTooOld]; got != 1 {
-		t.Fatalf("too_old %d, want 1", got)
+	if got := b.rejected[events.ReasonLate]; got != 1 {
+		t.Fatalf("late %d, want 1", got)
 	}
 
 	b = newBatch() // the next batch: the minute's count is remembered

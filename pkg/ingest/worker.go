@@ -55,8 +55,14 @@ type Config struct {
 	// BatchAge flushes a non-empty batch this long after its first record.
 	// With the scheduler's interval it bounds freshness.
 	BatchAge time.Duration
-	// MaxSkew is how far in the future an event time may be and still count.
+	// MaxSkew is how far ahead of its arrival an event time may be and
+	// still count.
 	MaxSkew time.Duration
+	// Lateness is how long after its minute ended an event may reach the
+	// broker and still count (default window.DefaultLateness, at most the
+	// hour window); a later one goes to the dead-letter topic as late.
+	// Arrival is the record's broker timestamp (see timeRule.check).
+	Lateness time.Duration
 	// UserMinuteCap, when above 0, counts at most this many events per
 	// workspace, user and event minute; the user's further events in that
 	// minute go to the dead-letter topic as user_minute_cap. It stops one
@@ -145,16 +151,16 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.BatchAge <= 0 {
 		cfg.BatchAge = DefaultBatchAge
 	}
-	if cfg.MaxSkew <= 0 {
-		cfg.MaxSkew = DefaultMaxSkew
-	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	rule := timeRule{win: cfg.Store.Window(), maxSkew: cfg.MaxSkew, userCap: newUserCap(cfg.UserMinuteCap)}
+	rule, err := newTimeRule(cfg.Store.Window(), cfg.Lateness, cfg.MaxSkew, cfg.UserMinuteCap)
+	if err != nil {
+		return nil, err
+	}
 	return &Worker{cfg: cfg, rule: rule}, nil
 }
 

@@ -6,11 +6,21 @@
 // Layout, with the default prefix "topk":
 //
 //	topk:{w:<ws>}:m:<unix_minute>   ZSET  member=channel id, score=events in that minute
-//	topk:{w:<ws>}:top:1h            ZSET  cached top K over the last hour
-//	topk:{w:<ws>}:top:1h:meta       HASH  computed_at, window_start, window_end, k
+//	topk:{w:<ws>}:h:<unix_hour>     ZSET  hour bucket: the hour's folded minutes; top m once closed
+//	topk:{w:<ws>}:h:<unix_hour>:cut STRING bound on what the closed hour bucket left out
+//	topk:{w:<ws>}:d:<unix_day>      ZSET  day bucket: the day's closed hours; top m once closed
+//	topk:{w:<ws>}:d:<unix_day>:cut  STRING bound on what the day bucket left out
+//	topk:{w:<ws>}:all               ZSET  all-time summary of the closed hours (Space-Saving merge)
+//	topk:{w:<ws>}:all:err           ZSET  item -> error of its all-time count
+//	topk:{w:<ws>}:roll              HASH  rollup watermarks: h (last minute folded), c (last hour closed), floor
+//	topk:{w:<ws>}:fold              ZSET  minutes with counts not folded into their hour yet
+//	topk:{w:<ws>}:top:<window>      ZSET  cached top K over window (1h, 24h, 7d, 30d, all)
+//	topk:{w:<ws>}:top:<window>:meta HASH  computed_at, window_start, window_end, k, error_bound, next
+//	topk:{w:<ws>}:top:all:err       HASH  item -> error bound of its all-time count
 //	topk:workspaces                 ZSET  member=raw workspace id, score=last active unix minute
 //	topk:dirty                      SET   workspaces changed since the scheduler last refreshed them
 //	topk:mws:<unix_minute>          SET   workspaces with a bucket for that minute
+//	topk:beat:<window>              STRING unix ms of the scheduler's last complete pass over window
 //
 // and for the global (cross-workspace) view, whose items are GlobalItem ids:
 //
@@ -21,6 +31,9 @@
 //	topk:{g:<shard>}:sse:<minute>   ZSET  item -> error of its count (Space-Saving)
 //	topk:{g:<shard>}:n:<minute>     STRING events the shard counted in the minute
 //	topk:{g:<shard>}:bf:<minute>    RedisBloom TOPK summary of the minute (when the module is loaded)
+//	topk:{g:<shard>}:<level>:<n>     ZSET  rolled-up summary (level h: unix hour, d: unix day, a: all time)
+//	topk:{g:<shard>}:<level>e:<n>    ZSET  item -> error of its count in that summary
+//	topk:{g:<shard>}:<level>m:<n>    HASH  floor (bound for items it lacks), version
 //
 // Every key of one workspace carries the same hash tag {w:<ws>}, so one Lua
 // script can touch all of them in Redis Cluster. Inside the tag the workspace
@@ -36,8 +49,14 @@ import (
 // DefaultPrefix is the key prefix used when none is configured.
 const DefaultPrefix = "topk"
 
-// Window1h names the one-hour window in cached-result key names.
-const Window1h = "1h"
+// Window names, as they appear in cached-result keys and in the API.
+const (
+	Window1h  = "1h"
+	Window24h = "24h"
+	Window7d  = "7d"
+	Window30d = "30d"
+	WindowAll = "all"
+)
 
 // Space builds keys under one prefix. The zero value is not useful; use New.
 type Space struct {
@@ -71,6 +90,12 @@ func (s Space) Dirty() string { return s.prefix + ":dirty" }
 // MinuteWorkspaces is the set of workspaces with a bucket for unix minute m,
 // so the scheduler knows whose window shrinks when m leaves it.
 func (s Space) MinuteWorkspaces(m int64) string { return s.prefix + ":mws:" + strconv.FormatInt(m, 10) }
+
+// Beat holds the time (unix milliseconds) of the scheduler's last complete
+// pass over window: every cached ranking of that window whose counts
+// changed before it was recomputed by then, so a ranking is as fresh as
+// the later of its computed_at and the beat.
+func (s Space) Beat(window string) string { return s.prefix + ":beat:" + window }
 
 // Workspace returns the key builder for one workspace.
 func (s Space) Workspace(ws string) Workspace {
@@ -114,6 +139,33 @@ func (w Workspace) WinThrough(window string) string { return w.base + "win:" + w
 // WinMinutes is the set of unix minutes added to Win and not yet subtracted
 // (sorted set, member = score = minute).
 func (w Workspace) WinMinutes(window string) string { return w.base + "win:" + window + ":minutes" }
+
+// Hour is the hour bucket of unix hour h (seconds since the epoch / 3600).
+func (w Workspace) Hour(h int64) string { return w.base + "h:" + strconv.FormatInt(h, 10) }
+
+// Day is the day bucket of unix day d (seconds since the epoch / 86400).
+func (w Workspace) Day(d int64) string { return w.base + "d:" + strconv.FormatInt(d, 10) }
+
+// Cut is the bound, for a truncated hour or day bucket, on the count of
+// any member it left out (a string; missing means nothing was left out).
+func Cut(bucket string) string { return bucket + ":cut" }
+
+// All is the workspace's all-time summary; AllErr holds its errors.
+func (w Workspace) All() string { return w.base + "all" }
+
+// AllErr maps each member of All to the error of its count.
+func (w Workspace) AllErr() string { return w.base + "all:err" }
+
+// Roll holds the rollup watermarks of the workspace (see rollup.lua).
+func (w Workspace) Roll() string { return w.base + "roll" }
+
+// Fold is the set of minutes with counts not yet folded into their hour
+// bucket (sorted set, member = score = unix minute).
+func (w Workspace) Fold() string { return w.base + "fold" }
+
+// TopErr is the hash of per-item error bounds of a cached ranking, kept
+// for the all-time window, whose counts have per-item errors.
+func (w Workspace) TopErr(window string) string { return w.base + "top:" + window + ":err" }
 
 // Fence records, per source ("<topic>/<partition>"), the last offset whose
 // counts for this workspace are applied (hash), so a replay is skipped.
@@ -164,6 +216,23 @@ func (g GlobalShard) Errors(m int64) string { return g.base + "sse:" + strconv.F
 
 // Events is the number of events the shard counted in minute m.
 func (g GlobalShard) Events(m int64) string { return g.base + "n:" + strconv.FormatInt(m, 10) }
+
+// Rolled is a rolled-up summary of the shard at a level ("h": unix hour n,
+// "d": unix day n, "a": all time, n = 0), item -> count.
+func (g GlobalShard) Rolled(level string, n int64) string {
+	return g.base + level + ":" + strconv.FormatInt(n, 10)
+}
+
+// RolledErr maps each item of Rolled(level, n) to the error of its count.
+func (g GlobalShard) RolledErr(level string, n int64) string {
+	return g.base + level + "e:" + strconv.FormatInt(n, 10)
+}
+
+// RolledMeta is the hash describing Rolled(level, n): its floor (the most
+// an item it lacks may have had) and its version.
+func (g GlobalShard) RolledMeta(level string, n int64) string {
+	return g.base + level + "m:" + strconv.FormatInt(n, 10)
+}
 
 // Bloom is the RedisBloom TOPK summary of minute m.
 func (g GlobalShard) Bloom(m int64) string { return g.base + "bf:" + strconv.FormatInt(m, 10) }

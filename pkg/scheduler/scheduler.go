@@ -12,9 +12,19 @@
 // change, not to the number of active workspaces. Then the tick merges the
 // global view's summaries into the cached global ranking.
 //
+// Each tick also rolls up the minutes whose allowed lateness has passed
+// (store.Rollup: minutes into hours, finished hours into days and the
+// all-time summary) for the workspaces that have them, and every workspace
+// active in an hour when that hour ends. The long windows (24h, 7d, 30d,
+// all time) are refreshed at their own cadence: the workspaces whose
+// counts changed since their last refresh, and, when a new hour starts,
+// every workspace active in the window, whose oldest hour just left it.
+// After each complete pass over a window the scheduler records a beat, so
+// readers can tell a ranking that did not change from a stale one.
+//
 // No cleanup job is needed: buckets and sets expire by TTL, and a workspace
-// leaves the index after the refresh that follows its last bucket leaving
-// the window, which empties its cache.
+// leaves the index once it has been idle for longer than the day buckets'
+// retention.
 //
 // Running two schedulers is safe (refreshes are idempotent; the dirty set is
 // split between them), only wasteful.
@@ -25,8 +35,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
+	"github.com/topk-dev/topk/pkg/keys"
 	"github.com/topk-dev/topk/pkg/store"
 	"github.com/topk-dev/topk/pkg/window"
 )
@@ -35,9 +47,27 @@ import (
 // 5 s from event to cached ranking.
 const MaxInterval = 5 * time.Second
 
-// StaleAfter is the age past which readers should call a cached result
-// stale: twice the longest interval, so at least two refreshes were missed.
+// StaleAfter is the age past which readers should call a cached result of
+// the hour window stale: twice the longest interval, so at least two
+// refreshes were missed.
 const StaleAfter = 2 * MaxInterval
+
+// DefaultCadence is how often each long window is refreshed by default.
+var DefaultCadence = map[string]time.Duration{
+	"24h": time.Minute,
+	"7d":  5 * time.Minute,
+	"30d": 5 * time.Minute,
+	"all": 15 * time.Minute,
+}
+
+// StaleAfterFor is the age past which a cached result of window is stale:
+// twice its default cadence (StaleAfter for the hour).
+func StaleAfterFor(window string) time.Duration {
+	if c, ok := DefaultCadence[window]; ok {
+		return 2 * c
+	}
+	return StaleAfter
+}
 
 // Params configures a Scheduler.
 type Params struct {
@@ -46,6 +76,12 @@ type Params struct {
 	K        int              // entries per cached ranking; default 100
 	Clock    func() time.Time // default time.Now; tests inject a simulated clock
 	Logger   *slog.Logger
+	// Lateness is the ingest workers' allowed lateness (default
+	// window.DefaultLateness): a minute is rolled up once it has passed.
+	Lateness time.Duration
+	// Cadence is how often each long window is refreshed, by name; missing
+	// entries take DefaultCadence. An entry of 0 turns the window off.
+	Cadence map[string]time.Duration
 	// Refresh recomputes the cached rankings of workspaces at now; default
 	// Store.Refresh. The benchmark's naive baseline, which keeps no running
 	// window sums, supplies the seed's union of buckets instead.
@@ -62,6 +98,19 @@ type Scheduler struct {
 	// so the next tick refreshes them.
 	pending map[string]struct{}
 	global  *store.GlobalRefresher
+	// lastClosed is the last minute rolled up; 0 before the first tick.
+	lastClosed int64
+	long       []*longState
+}
+
+// longState is the scheduler's view of one long window.
+type longState struct {
+	win     window.Long
+	cadence time.Duration
+	last    time.Time // clock time of the last complete refresh; zero before
+	// changed holds the workspaces whose counts changed since the last
+	// refresh of the window.
+	changed map[string]struct{}
 }
 
 // dirtyBatch is how many dirty workspaces one SPOP takes.
@@ -69,8 +118,10 @@ const dirtyBatch = 10_000
 
 // TickStats describes one tick.
 type TickStats struct {
-	Refreshed int           // workspaces refreshed
-	Forgotten int           // workspaces that left the window and the index
+	Refreshed int           // workspaces refreshed over the hour
+	Forgotten int           // workspaces that left the index
+	Closed    int           // workspace hours closed by the rollup
+	Long      int           // workspace rankings of long windows refreshed
 	Took      time.Duration // wall time of the tick
 }
 
@@ -100,7 +151,26 @@ func New(p Params) (*Scheduler, error) {
 	if p.Refresh == nil {
 		p.Refresh = p.Store.Refresh
 	}
-	return &Scheduler{p: p, pending: map[string]struct{}{}, global: p.Store.NewGlobalRefresher()}, nil
+	if p.Lateness == 0 {
+		p.Lateness = window.DefaultLateness
+	}
+	if p.Lateness < 0 || p.Lateness > p.Store.Window().Span() {
+		return nil, fmt.Errorf("scheduler: lateness %s out of range (0, %s]", p.Lateness, p.Store.Window().Span())
+	}
+	s := &Scheduler{p: p, pending: map[string]struct{}{}, global: p.Store.NewGlobalRefresher()}
+	for _, w := range window.Longs {
+		c, ok := p.Cadence[w.Name]
+		if !ok {
+			c = DefaultCadence[w.Name]
+		}
+		if c < 0 {
+			return nil, fmt.Errorf("scheduler: negative cadence %s for window %s", c, w.Name)
+		}
+		if c > 0 {
+			s.long = append(s.long, &longState{win: w, cadence: c, changed: map[string]struct{}{}})
+		}
+	}
+	return s, nil
 }
 
 // Run ticks until ctx ends. A failed tick is logged and retried on the next
@@ -139,7 +209,11 @@ func (s *Scheduler) Tick(ctx context.Context) (TickStats, error) {
 		}
 	}
 	if s.lastMinute == 0 || minute-s.lastMinute >= win.Minutes || minute < s.lastMinute {
-		active, err := s.p.Store.ActiveWorkspaces(ctx)
+		// A cached hour lives for the window plus the grace after its last
+		// refresh, which came at the latest when the workspace's last bucket
+		// left the window: older workspaces have no cache left to empty
+		// (twice that, for a margin).
+		active, err := s.p.Store.ActiveSince(ctx, win.First(now)-2*int64((win.Span()+win.Grace)/time.Minute))
 		if err != nil {
 			return TickStats{}, fmt.Errorf("scheduler.tick: %w", err)
 		}
@@ -175,17 +249,135 @@ func (s *Scheduler) Tick(ctx context.Context) (TickStats, error) {
 	if err := s.p.Refresh(ctx, ids, now, s.p.K); err != nil {
 		return TickStats{}, fmt.Errorf("scheduler.tick: %w", err)
 	}
+	for _, l := range s.long {
+		for _, id := range ids {
+			l.changed[id] = struct{}{}
+		}
+	}
 	s.pending = map[string]struct{}{}
 	s.lastMinute = minute
-	// Workspaces whose last bucket left the window were refreshed above (by
-	// their minute set), which emptied their cache: drop them from the index.
-	first := win.First(now)
-	forgotten, err := s.p.Store.ForgetBefore(ctx, first)
+	if err := s.p.Store.Beat(ctx, keys.Window1h, now); err != nil {
+		return TickStats{}, fmt.Errorf("scheduler.tick: %w", err)
+	}
+	forgotten, err := s.p.Store.ForgetBefore(ctx, minute-int64(s.p.Store.RollupOptions().DayRetention/time.Minute))
 	if err != nil {
 		return TickStats{}, fmt.Errorf("scheduler.tick: %w", err)
 	}
 	if err := s.global.Refresh(ctx, now, s.p.K); err != nil {
 		return TickStats{}, fmt.Errorf("scheduler.tick: %w", err)
 	}
-	return TickStats{Refreshed: len(ids), Forgotten: forgotten, Took: time.Since(began)}, nil
+	closed, err := s.rollup(ctx, now)
+	if err != nil {
+		return TickStats{}, fmt.Errorf("scheduler.tick: %w", err)
+	}
+	long, err := s.refreshLong(ctx, now)
+	if err != nil {
+		return TickStats{}, fmt.Errorf("scheduler.tick: %w", err)
+	}
+	return TickStats{Refreshed: len(ids), Forgotten: forgotten, Closed: closed, Long: long, Took: time.Since(began)}, nil
+}
+
+// rollup rolls up the minutes whose allowed lateness has passed since the
+// last tick: for each, the workspaces with a bucket in it, and at the end
+// of an hour every workspace active in that hour, so that each hour closes
+// even for a workspace with no later activity. The first tick, or one
+// after a jump past the minute retention, rolls up every workspace.
+func (s *Scheduler) rollup(ctx context.Context, now time.Time) (int, error) {
+	closed := window.Minute(now.Add(-s.p.Lateness)) - 1
+	if closed <= s.lastClosed {
+		return 0, nil
+	}
+	todo := map[string]struct{}{}
+	add := func(ids []string) {
+		for _, id := range ids {
+			todo[id] = struct{}{}
+		}
+	}
+	retention := s.p.Store.Window().Span() + s.p.Store.Window().Grace
+	if s.lastClosed == 0 || closed-s.lastClosed >= int64(retention/time.Minute) {
+		active, err := s.p.Store.ActiveWorkspaces(ctx)
+		if err != nil {
+			return 0, err
+		}
+		for _, a := range active {
+			todo[a.ID] = struct{}{}
+		}
+	} else {
+		for m := s.lastClosed + 1; m <= closed; m++ {
+			ids, err := s.p.Store.MinuteWorkspaces(ctx, m)
+			if err != nil {
+				return 0, err
+			}
+			add(ids)
+			if m%60 == 59 {
+				active, err := s.p.Store.ActiveSince(ctx, m-59)
+				if err != nil {
+					return 0, err
+				}
+				for _, a := range active {
+					todo[a.ID] = struct{}{}
+				}
+			}
+		}
+	}
+	ids := make([]string, 0, len(todo))
+	for id := range todo {
+		ids = append(ids, id)
+	}
+	n, err := s.p.Store.Rollup(ctx, ids, closed)
+	if err != nil {
+		return n, err
+	}
+	if err := s.global.Roll(ctx, now, closed); err != nil {
+		return n, err
+	}
+	s.lastClosed = closed
+	return n, nil
+}
+
+// refreshLong refreshes the long windows that are due and returns the
+// number of workspace rankings refreshed.
+func (s *Scheduler) refreshLong(ctx context.Context, now time.Time) (int, error) {
+	total := 0
+	hour := window.HourOf(window.Minute(now))
+	for _, l := range s.long {
+		newHour := l.last.IsZero() || window.HourOf(window.Minute(l.last)) != hour
+		if !newHour && now.Sub(l.last) < l.cadence {
+			continue
+		}
+		todo := l.changed
+		// A new hour moves the old edge of a finite window: every workspace
+		// active in it changes. (The all-time window only grows, so it needs
+		// its changed workspaces alone, except on the first pass.)
+		if newHour && (!l.win.AllTime() || l.last.IsZero()) {
+			since := int64(math.MinInt64)
+			if !l.win.AllTime() {
+				since = 60 * l.win.FirstHour(now)
+			}
+			active, err := s.p.Store.ActiveSince(ctx, since)
+			if err != nil {
+				return total, err
+			}
+			for _, a := range active {
+				todo[a.ID] = struct{}{}
+			}
+		}
+		ids := make([]string, 0, len(todo))
+		for id := range todo {
+			ids = append(ids, id)
+		}
+		if err := s.p.Store.RefreshLong(ctx, ids, now, s.p.K, []window.Long{l.win}); err != nil {
+			return total, err
+		}
+		if err := s.global.RefreshLong(ctx, now, s.p.K, []window.Long{l.win}); err != nil {
+			return total, err
+		}
+		if err := s.p.Store.Beat(ctx, l.win.Name, now); err != nil {
+			return total, err
+		}
+		total += len(ids)
+		l.changed = map[string]struct{}{}
+		l.last = now
+	}
+	return total, nil
 }

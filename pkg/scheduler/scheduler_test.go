@@ -48,7 +48,7 @@ func newScheduler(t *testing.T, st *store.Store, clock *simClock) *scheduler.Sch
 
 func ranking(t *testing.T, st *store.Store, ws string) string {
 	t.Helper()
-	res, err := st.ReadTop(context.Background(), ws, 0)
+	res, err := st.ReadTop(context.Background(), ws, "1h", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func ranking(t *testing.T, st *store.Store, ws string) string {
 
 // TestWindowSlidesAndEmpties moves a simulated clock over an hour: activity
 // older than 60 minutes stops counting, an idle workspace's cache shrinks and
-// empties, and the workspace then leaves the index, with no cleanup job.
+// empties, with no cleanup job, while the day's ranking keeps everything.
 func TestWindowSlidesAndEmpties(t *testing.T) {
 	ctx := context.Background()
 	st, _ := setup(t, window.Hour)
@@ -96,14 +96,17 @@ func TestWindowSlidesAndEmpties(t *testing.T) {
 			t.Fatalf("%s: ranking %s, want %s", clock.now.Format(time.TimeOnly), got, step.want)
 		}
 	}
-	// The last tick emptied the cache and forgot the workspace; the next
-	// tick has nothing to do.
+	// The last tick emptied the hour's cache. The workspace stays in the
+	// index, for the longer windows, which still count everything.
 	active, err := st.ActiveWorkspaces(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(active) != 0 {
-		t.Fatalf("index still holds %v", active)
+	if len(active) != 1 {
+		t.Fatalf("index holds %v, want w", active)
+	}
+	if res, err := st.ReadTop(ctx, "w", "24h", 0); err != nil || fmt.Sprint(res.Entries) != "[{1 old 100} {2 mid 50} {3 new 10}]" {
+		t.Fatalf("24h ranking: %v, %v", res.Entries, err)
 	}
 	clock.Advance(time.Second)
 	if stats, err := s.Tick(ctx); err != nil || stats.Refreshed != 0 {
@@ -134,8 +137,10 @@ func TestWorkFollowsActiveWorkspaces(t *testing.T) {
 		t.Fatalf("first tick: %+v, %v", stats, err)
 	}
 	clock.Advance(2 * time.Hour)
-	if stats, err := s.Tick(ctx); err != nil || stats.Refreshed != 500 || stats.Forgotten != 500 {
-		t.Fatalf("tick after they went idle: %+v, %v", stats, err) // one last refresh each
+	// One last refresh each empties their hour; the index keeps them for
+	// the longer windows.
+	if stats, err := s.Tick(ctx); err != nil || stats.Refreshed != 500 || stats.Forgotten != 0 {
+		t.Fatalf("tick after they went idle: %+v, %v", stats, err)
 	}
 	for i := 0; i < 3; i++ {
 		write(t, st, fmt.Sprintf("busy-%d", i), window.Minute(clock.now), "c", 1)
@@ -211,7 +216,7 @@ func TestRunRefreshesUntilCancelled(t *testing.T) {
 	go func() { done <- s.Run(ctx) }()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if res, err := st.ReadTop(ctx, "w", 0); err == nil && fmt.Sprint(res.Entries) == "[{1 c 3}]" {
+		if res, err := st.ReadTop(ctx, "w", "1h", 0); err == nil && fmt.Sprint(res.Entries) == "[{1 c 3}]" {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/topk-dev/topk/lua"
 	"github.com/topk-dev/topk/pkg/keys"
+	"github.com/topk-dev/topk/pkg/window"
 )
 
 // The global view ranks channels across all workspaces. Exact counts would
@@ -262,6 +263,7 @@ type GlobalEntry struct {
 
 // GlobalResult is the cached global ranking with its metadata.
 type GlobalResult struct {
+	Window      string        `json:"window"`
 	Entries     []GlobalEntry `json:"entries"`
 	K           int           `json:"k"`
 	ComputedAt  time.Time     `json:"computed_at"`
@@ -299,24 +301,35 @@ type shardUnion struct {
 // counter (n:<minute>), so one MGET of the window's counters tells which.
 // A refresh thus costs Redis a few short reads, where a union of the whole
 // window inside one script blocked Redis for seconds. Reading changes
-// nothing, so several schedulers may refresh at once. Memory: up to window
-// minutes x shards x capacity entries. Not safe for concurrent use.
+// nothing, so several schedulers may refresh at once. Memory: up to two
+// hours of minutes x shards x capacity entries, and the rolled-up
+// summaries of the long windows (see global_long.go). Not safe for
+// concurrent use.
 type GlobalRefresher struct {
 	s       *Store
-	minutes []map[int64]*minuteSummary // per shard: unix minute -> summary
+	minutes []map[int64]*summary  // per shard: unix minute -> summary
+	rolled  []map[string]*summary // per shard: rolled-up summary key -> summary
 }
 
-// minuteSummary is one shard's Space-Saving summary of one minute.
-type minuteSummary struct {
+// summary is one shard's bounded summary of a span of time: a minute's
+// Space-Saving summary, or a rolled-up hour, day or all-time summary. A
+// listed item's true count lies in [count - err, count + floor]; an item
+// not listed had at most floor.
+type summary struct {
 	counts map[string]int64
 	errs   map[string]int64
-	min    int64 // smallest count when the summary is full, else 0
-	events int64
+	floor  int64
+	events int64 // events counted in the span
+	// version changes whenever the summary does (a minute's event counter;
+	// a rolled-up summary's version field).
+	version int64
 }
 
 // NewGlobalRefresher returns a refresher with nothing read yet.
 func (s *Store) NewGlobalRefresher() *GlobalRefresher {
-	return &GlobalRefresher{s: s, minutes: make([]map[int64]*minuteSummary, s.opts.Global.Shards)}
+	return &GlobalRefresher{s: s,
+		minutes: make([]map[int64]*summary, s.opts.Global.Shards),
+		rolled:  make([]map[string]*summary, s.opts.Global.Shards)}
 }
 
 // RefreshGlobal is a one-off refresh: it reads every summary of the window.
@@ -334,69 +347,87 @@ func (g *GlobalRefresher) Refresh(ctx context.Context, now time.Time, k int) err
 	s.parallel(s.opts.Global.Shards, func(sh int) {
 		if s.opts.Global.Backend == BackendRedisBloom {
 			unions[sh], errs[sh] = s.bloomUnion(ctx, sh, buckets, k+1)
-		} else {
-			unions[sh], errs[sh] = g.spaceSavingUnion(ctx, sh, buckets, k+1)
+			return
 		}
+		g.forgetMinutesBefore(sh, min(buckets[0], 60*(window.HourOf(buckets[0])-1)))
+		sums, err := g.minuteSummaries(ctx, sh, buckets)
+		if err != nil {
+			errs[sh] = err
+			return
+		}
+		unions[sh] = unionOf(sh, sums, k+1)
 	})
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("store.refresh_global: %w", err)
 	}
 	res := mergeShards(unions, k, s.opts.Global.Backend != BackendRedisBloom)
-	res.Backend = s.opts.Global.Backend
-	res.Capacity = s.opts.Global.Capacity
-	res.Shards = s.opts.Global.Shards
 	res.ComputedAt = now
 	res.WindowStart = time.Unix(buckets[0]*60, 0)
 	res.WindowEnd = now
-	return s.cacheGlobal(ctx, res)
+	return s.cacheGlobal(ctx, keys.Window1h, s.win.Span()+s.win.Grace, res)
 }
 
-// spaceSavingUnion brings shard sh's minute summaries up to date (dropping
-// minutes that left the window, reading those never read or changed since)
-// and sums them over the window: per item the counts and errors where it is
-// monitored, and for the shard the smallest counts of the full summaries
-// (the most an item can have had in a minute whose summary lacks it).
-func (g *GlobalRefresher) spaceSavingUnion(ctx context.Context, sh int, buckets []int64, c int) (shardUnion, error) {
+// forgetMinutesBefore drops shard sh's cached minutes before minute first.
+func (g *GlobalRefresher) forgetMinutesBefore(sh int, first int64) {
+	for m := range g.minutes[sh] {
+		if m < first {
+			delete(g.minutes[sh], m)
+		}
+	}
+}
+
+// minuteSummaries brings shard sh's cached summaries of the given minutes
+// up to date, reading those never read or changed since, and returns them
+// in order (a minute without events has an empty summary).
+func (g *GlobalRefresher) minuteSummaries(ctx context.Context, sh int, minutes []int64) ([]*summary, error) {
+	if len(minutes) == 0 {
+		return nil, nil
+	}
 	s := g.s
 	gk := s.keys.GlobalShard(sh)
 	cached := g.minutes[sh]
 	if cached == nil {
-		cached = map[int64]*minuteSummary{}
+		cached = map[int64]*summary{}
 		g.minutes[sh] = cached
 	}
-	for m := range cached {
-		if m < buckets[0] {
-			delete(cached, m)
-		}
-	}
-	counterKeys := make([]string, len(buckets))
-	for i, m := range buckets {
+	counterKeys := make([]string, len(minutes))
+	for i, m := range minutes {
 		counterKeys[i] = gk.Events(m)
 	}
 	versions, err := s.c.Do(ctx, s.c.B().Mget().Key(counterKeys...).Build()).ToArray()
 	if err != nil {
-		return shardUnion{}, fmt.Errorf("shard %d: event counters: %w", sh, err)
+		return nil, fmt.Errorf("shard %d: event counters: %w", sh, err)
 	}
 	var read []int64
-	for i, m := range buckets {
+	for i, m := range minutes {
 		v, err := versions[i].AsInt64()
 		if err != nil && !versions[i].IsNil() {
-			return shardUnion{}, fmt.Errorf("shard %d minute %d: %w", sh, m, err)
+			return nil, fmt.Errorf("shard %d minute %d: %w", sh, m, err)
 		}
-		if ms := cached[m]; ms == nil || ms.events != v {
+		if ms := cached[m]; ms == nil || ms.version != v {
 			read = append(read, m)
 		}
 	}
 	if err := g.readMinutes(ctx, sh, read); err != nil {
-		return shardUnion{}, err
+		return nil, err
 	}
+	out := make([]*summary, len(minutes))
+	for i, m := range minutes {
+		out[i] = cached[m]
+	}
+	return out, nil
+}
 
+// unionOf sums summaries of disjoint spans of shard sh: per item the counts
+// and errors where it is listed, and for the shard the floors (the most an
+// item can have had in a span whose summary lacks it). It returns the best
+// c candidates (c <= 0: all) in ranking order.
+func unionOf(sh int, sums []*summary, c int) shardUnion {
 	counts := map[string]int64{}
 	errSum := map[string]int64{}
 	var u shardUnion
-	for _, m := range buckets {
-		ms := cached[m]
-		u.minsum += ms.min
+	for _, ms := range sums {
+		u.minsum += ms.floor
 		u.events += ms.events
 		for item, n := range ms.counts {
 			counts[item] += n
@@ -405,14 +436,15 @@ func (g *GlobalRefresher) spaceSavingUnion(ctx context.Context, sh int, buckets 
 			errSum[item] += e
 		}
 	}
+	u.cands = make([]candidate, 0, len(counts))
 	for item, n := range counts {
 		u.cands = append(u.cands, candidate{item: item, count: n, err: errSum[item], minsum: u.minsum, shard: sh})
 	}
 	sortCandidates(u.cands)
-	if len(u.cands) > c {
+	if c > 0 && len(u.cands) > c {
 		u.cands = u.cands[:c]
 	}
-	return u, nil
+	return u
 }
 
 // readMinutes reads shard sh's summaries of the given minutes in one
@@ -435,7 +467,7 @@ func (g *GlobalRefresher) readMinutes(ctx context.Context, sh int, minutes []int
 	res := s.c.DoMulti(ctx, cmds...)
 	for i, m := range minutes {
 		events, err1 := res[3*i].AsInt64()
-		summary, err2 := res[3*i+1].AsZScores()
+		counts, err2 := res[3*i+1].AsZScores()
 		errs, err3 := res[3*i+2].AsZScores()
 		if rueidis.IsRedisNil(err1) {
 			err1 = nil
@@ -443,16 +475,17 @@ func (g *GlobalRefresher) readMinutes(ctx context.Context, sh int, minutes []int
 		if err := errors.Join(err1, err2, err3); err != nil {
 			return fmt.Errorf("shard %d minute %d: %w", sh, m, err)
 		}
-		ms := &minuteSummary{counts: make(map[string]int64, len(summary)), errs: make(map[string]int64, len(errs)), events: events}
-		for _, z := range summary {
+		ms := &summary{counts: make(map[string]int64, len(counts)), errs: make(map[string]int64, len(errs)),
+			events: events, version: events}
+		for _, z := range counts {
 			ms.counts[z.Member] = int64(z.Score)
 		}
 		for _, z := range errs {
 			ms.errs[z.Member] = int64(z.Score)
 		}
 		// ZRANGE is ascending: the first entry of a full summary is its minimum.
-		if len(summary) >= s.opts.Global.Capacity {
-			ms.min = int64(summary[0].Score)
+		if len(counts) >= s.opts.Global.Capacity {
+			ms.floor = int64(counts[0].Score)
 		}
 		g.minutes[sh][m] = ms
 	}
@@ -556,10 +589,13 @@ func mergeShards(unions []shardUnion, k int, errorsKnown bool) GlobalResult {
 	return res
 }
 
-// cacheGlobal writes res over the cached global ranking in one script.
-func (s *Store) cacheGlobal(ctx context.Context, res GlobalResult) error {
+// cacheGlobal writes res as the cached global ranking of window win, to
+// live ttl, in one script.
+func (s *Store) cacheGlobal(ctx context.Context, win string, ttl time.Duration, res GlobalResult) error {
 	g := s.keys.Global()
-	ttl := strconv.FormatInt(int64((s.win.Span()+s.win.Grace)/time.Second), 10)
+	res.Backend = s.opts.Global.Backend
+	res.Capacity = s.opts.Global.Capacity
+	res.Shards = s.opts.Global.Shards
 	meta := []string{
 		"computed_at", strconv.FormatInt(res.ComputedAt.UnixMilli(), 10),
 		"window_start", strconv.FormatInt(res.WindowStart.UnixMilli(), 10),
@@ -572,12 +608,12 @@ func (s *Store) cacheGlobal(ctx context.Context, res GlobalResult) error {
 		"shards", strconv.Itoa(res.Shards),
 	}
 	args := make([]string, 0, 2+len(meta)+3*len(res.Entries))
-	args = append(args, ttl, strconv.Itoa(len(meta)/2))
+	args = append(args, seconds(ttl), strconv.Itoa(len(meta)/2))
 	args = append(args, meta...)
 	for _, e := range res.Entries {
 		args = append(args, e.ID, strconv.FormatInt(e.Count, 10), errField(e))
 	}
-	if err := lua.GlobalCache.Exec(ctx, s.c, []string{g.Top(keys.Window1h), g.TopErr(keys.Window1h), g.TopMeta(keys.Window1h)}, args).Error(); err != nil {
+	if err := lua.GlobalCache.Exec(ctx, s.c, []string{g.Top(win), g.TopErr(win), g.TopMeta(win)}, args).Error(); err != nil {
 		return fmt.Errorf("store.cache_global: %w", err)
 	}
 	return nil
@@ -593,8 +629,9 @@ func errField(e GlobalEntry) string {
 	return v
 }
 
-// ReadGlobal reads the cached global top n (n <= 0: all) in one MULTI/EXEC.
-func (s *Store) ReadGlobal(ctx context.Context, n int) (GlobalResult, error) {
+// ReadGlobal reads the cached global top n (n <= 0: all) over window win
+// in one MULTI/EXEC.
+func (s *Store) ReadGlobal(ctx context.Context, win string, n int) (GlobalResult, error) {
 	g := s.keys.Global()
 	stop := int64(n) - 1
 	if n <= 0 {
@@ -602,9 +639,9 @@ func (s *Store) ReadGlobal(ctx context.Context, n int) (GlobalResult, error) {
 	}
 	resp := s.c.DoMulti(ctx,
 		s.c.B().Multi().Build(),
-		s.c.B().Hgetall().Key(g.TopMeta(keys.Window1h)).Build(),
-		s.c.B().Zrange().Key(g.Top(keys.Window1h)).Min("0").Max(strconv.FormatInt(stop, 10)).Rev().Withscores().Build(),
-		s.c.B().Hgetall().Key(g.TopErr(keys.Window1h)).Build(),
+		s.c.B().Hgetall().Key(g.TopMeta(win)).Build(),
+		s.c.B().Zrange().Key(g.Top(win)).Min("0").Max(strconv.FormatInt(stop, 10)).Rev().Withscores().Build(),
+		s.c.B().Hgetall().Key(g.TopErr(win)).Build(),
 		s.c.B().Exec().Build(),
 	)
 	for _, r := range resp {
@@ -621,13 +658,13 @@ func (s *Store) ReadGlobal(ctx context.Context, n int) (GlobalResult, error) {
 		return GlobalResult{}, fmt.Errorf("store.read_global: meta: %w", err)
 	}
 	if len(meta) == 0 {
-		return GlobalResult{}, fmt.Errorf("global ranking: %w", ErrNoResult)
+		return GlobalResult{}, fmt.Errorf("global ranking, window %s: %w", win, ErrNoResult)
 	}
 	base, err := decodeMeta(meta)
 	if err != nil {
 		return GlobalResult{}, fmt.Errorf("store.read_global: %w", err)
 	}
-	res := GlobalResult{K: base.K, ComputedAt: base.ComputedAt, WindowStart: base.WindowStart, WindowEnd: base.WindowEnd, Backend: meta["backend"]}
+	res := GlobalResult{Window: win, K: base.K, ComputedAt: base.ComputedAt, WindowStart: base.WindowStart, WindowEnd: base.WindowEnd, Backend: meta["backend"]}
 	res.Events, _ = strconv.ParseInt(meta["events"], 10, 64)
 	res.ErrorBound, _ = strconv.ParseInt(meta["error_bound"], 10, 64)
 	res.Capacity, _ = strconv.Atoi(meta["capacity"])
@@ -643,8 +680,8 @@ func (s *Store) ReadGlobal(ctx context.Context, n int) (GlobalResult, error) {
 	for i, z := range zs {
 		e := GlobalEntry{Rank: i + 1, ID: z.Member, Count: int64(z.Score), Err: -1}
 		if v, ok := errs[z.Member]; ok {
-			e.Guaranteed = strings.HasSuffix(v, "!")
-			e.Err, _ = strconv.ParseInt(strings.TrimSuffix(v, "!"), 10, 64)
+			b := parseBound(v)
+			e.Err, e.Guaranteed = b.Err, b.Guaranteed
 		}
 		res.Entries = append(res.Entries, e)
 	}

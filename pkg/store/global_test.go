@@ -131,7 +131,7 @@ func TestGlobalExactWhenSummariesHoldEverything(t *testing.T) {
 	if err := st.RefreshGlobal(ctx, now, 10); err != nil {
 		t.Fatal(err)
 	}
-	res, err := st.ReadGlobal(ctx, 0)
+	res, err := st.ReadGlobal(ctx, "1h", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func TestGlobalErrorBoundsHold(t *testing.T) {
 			if err := st.RefreshGlobal(ctx, now, k); err != nil {
 				t.Fatal(err)
 			}
-			res, err := st.ReadGlobal(ctx, 0)
+			res, err := st.ReadGlobal(ctx, "1h", 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -190,7 +190,7 @@ func TestGlobalErrorBoundsHold(t *testing.T) {
 // TestGlobalNoResult: before any refresh there is no global ranking.
 func TestGlobalNoResult(t *testing.T) {
 	st, _ := newStore(t, store.Options{})
-	if _, err := st.ReadGlobal(context.Background(), 10); err == nil {
+	if _, err := st.ReadGlobal(context.Background(), "1h", 10); err == nil {
 		t.Fatal("ReadGlobal before any refresh returned no error")
 	}
 }
@@ -223,7 +223,7 @@ func TestGlobalGuaranteedItems(t *testing.T) {
 	if err := st.RefreshGlobal(ctx, now, 10); err != nil {
 		t.Fatal(err)
 	}
-	res, err := st.ReadGlobal(ctx, 0)
+	res, err := st.ReadGlobal(ctx, "1h", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,14 +256,14 @@ func TestGlobalRefresherFollowsChanges(t *testing.T) {
 		if err := r.Refresh(ctx, at, 10); err != nil {
 			t.Fatal(err)
 		}
-		got, err := st.ReadGlobal(ctx, 0)
+		got, err := st.ReadGlobal(ctx, "1h", 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := st.RefreshGlobal(ctx, at, 10); err != nil { // a fresh, full read
 			t.Fatal(err)
 		}
-		want, err := st.ReadGlobal(ctx, 0)
+		want, err := st.ReadGlobal(ctx, "1h", 0)
 		if err != nil {
 			t.Fatal(err)
 		}

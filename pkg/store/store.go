@@ -8,8 +8,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -48,6 +50,8 @@ type Options struct {
 	ParallelCalls int
 	// Global configures the global (cross-workspace) view; see global.go.
 	Global GlobalOptions
+	// Rollup configures the hour, day and all-time levels; see rollup.go.
+	Rollup RollupOptions
 }
 
 // Store reads and writes topk's keys in one Redis (single server or cluster).
@@ -71,6 +75,7 @@ func New(c rueidis.Client, ks keys.Space, w window.Window, opts Options) *Store 
 		opts.ParallelCalls = DefaultParallelCalls
 	}
 	opts.Global = opts.Global.withDefaults()
+	opts.Rollup = opts.Rollup.withDefaults()
 	return &Store{c: c, keys: ks, win: w, cluster: c.Mode() == rueidis.ClientModeCluster, opts: opts}
 }
 
@@ -281,27 +286,30 @@ type ingestCalls struct {
 	max   int
 	win   window.Window
 	keys  keys.Space
-	one   bool // one group per call (cluster: one slot per call)
+	args  []string // the arguments every call starts with
+	one   bool     // one group per call (cluster: one slot per call)
 	calls []call
 	cur   *ingestCall
 	pairs int // pairs in cur
 }
 
 func (s *Store) newIngestCalls() *ingestCalls {
-	return &ingestCalls{max: s.opts.MaxPairsPerCall, win: s.win, keys: s.keys, one: s.cluster}
+	return &ingestCalls{max: s.opts.MaxPairsPerCall, win: s.win, keys: s.keys, one: s.cluster,
+		args: []string{seconds(s.opts.Rollup.HourRetention), seconds(s.opts.Rollup.DayRetention)}}
 }
 
 // group adds the counts of one workspace from one source.
 func (ic *ingestCalls) group(ref groupRef, src Source, byMinute map[int64]map[string]int64) {
 	if ic.cur == nil || ic.one || ic.pairs >= ic.max {
-		ic.cur = &ingestCall{scriptCall: scriptCall{script: lua.Ingest}}
+		ic.cur = &ingestCall{scriptCall: scriptCall{script: lua.Ingest, args: append([]string(nil), ic.args...)}}
 		ic.calls = append(ic.calls, ic.cur)
 		ic.pairs = 0
 	}
 	c := ic.cur
 	c.groups = append(c.groups, ref)
 	wk := ic.keys.Workspace(ref.ws)
-	c.keys = append(c.keys, wk.Win(keys.Window1h), wk.WinThrough(keys.Window1h), wk.WinMinutes(keys.Window1h), wk.Fence())
+	c.keys = append(c.keys, wk.Win(keys.Window1h), wk.WinThrough(keys.Window1h), wk.WinMinutes(keys.Window1h), wk.Fence(),
+		wk.Roll(), wk.Fold())
 	c.args = append(c.args, src.Name, strconv.FormatInt(src.First, 10), strconv.FormatInt(src.Last, 10), strconv.Itoa(len(byMinute)))
 	for m, byChannel := range byMinute {
 		c.keys = append(c.keys, wk.Bucket(m))
@@ -448,10 +456,19 @@ type ActiveWorkspace struct {
 	LastMinute int64 // the last unix minute with a counted event
 }
 
-// ActiveWorkspaces lists the workspace index: every workspace with counts in
-// the window, and those that left it since the last Forget.
+// ActiveWorkspaces lists the whole workspace index.
 func (s *Store) ActiveWorkspaces(ctx context.Context) ([]ActiveWorkspace, error) {
-	res, err := s.c.Do(ctx, s.c.B().Zrange().Key(s.keys.Workspaces()).Min("0").Max("-1").Withscores().Build()).AsZScores()
+	return s.ActiveSince(ctx, math.MinInt64)
+}
+
+// ActiveSince lists the workspaces of the index active at or after unix
+// minute m.
+func (s *Store) ActiveSince(ctx context.Context, m int64) ([]ActiveWorkspace, error) {
+	from := "-inf"
+	if m != math.MinInt64 {
+		from = strconv.FormatInt(m, 10)
+	}
+	res, err := s.c.Do(ctx, s.c.B().Zrange().Key(s.keys.Workspaces()).Min(from).Max("+inf").Byscore().Withscores().Build()).AsZScores()
 	if err != nil {
 		return nil, fmt.Errorf("store.active: %w", err)
 	}
@@ -651,16 +668,53 @@ func Ranked(ids []string, count func(id string) int64, k int) []Entry {
 
 // Result is a cached ranking with its metadata.
 type Result struct {
+	Window      string    `json:"window"`
 	Entries     []Entry   `json:"entries"`
 	K           int       `json:"k"`
 	ComputedAt  time.Time `json:"computed_at"`
 	WindowStart time.Time `json:"window_start"`
 	WindowEnd   time.Time `json:"window_end"`
+	// ErrorBound is the largest error bound of the entries: 0 when every
+	// count is exact (always for the hour window).
+	ErrorBound int64 `json:"error_bound"`
+	// Bounds holds each entry's bound, in the order of Entries; nil for the
+	// hour window, whose counts are exact and entries certain.
+	Bounds []Bound `json:"bounds,omitempty"`
+	// CheckedAt is the scheduler's last complete pass over the window (zero
+	// if none): the ranking had no change to take between ComputedAt and
+	// then, so it is as fresh as the later of the two.
+	CheckedAt time.Time `json:"checked_at"`
 }
 
-// ReadTop reads the cached top n (n <= 0: all) of workspace ws. Metadata and
-// ranking are read in one MULTI/EXEC, so they always belong together.
-func (s *Store) ReadTop(ctx context.Context, ws string, n int) (Result, error) {
+// FreshAt is when the ranking was last known to be current.
+func (r Result) FreshAt() time.Time {
+	if r.CheckedAt.After(r.ComputedAt) {
+		return r.CheckedAt
+	}
+	return r.ComputedAt
+}
+
+// Beat records that the scheduler completed a pass over window at t.
+func (s *Store) Beat(ctx context.Context, window string, t time.Time) error {
+	key := s.keys.Beat(window)
+	if err := s.c.Do(ctx, s.c.B().Set().Key(key).Value(strconv.FormatInt(t.UnixMilli(), 10)).Build()).Error(); err != nil {
+		return fmt.Errorf("store.beat: %w", err)
+	}
+	return nil
+}
+
+// Bound qualifies an entry of a ranking built from rollups.
+type Bound struct {
+	// Err bounds the count: the true count is within Count +- Err.
+	Err int64 `json:"error"`
+	// Guaranteed is true when the entry is certainly in the true top K.
+	Guaranteed bool `json:"guaranteed"`
+}
+
+// ReadTop reads workspace ws's cached top n (n <= 0: all) over window
+// (keys.Window1h or a window.Longs name). Metadata and ranking are read in
+// one MULTI/EXEC, so they always belong together.
+func (s *Store) ReadTop(ctx context.Context, ws, win string, n int) (Result, error) {
 	wk := s.keys.Workspace(ws)
 	stop := int64(n) - 1
 	if n <= 0 {
@@ -668,8 +722,10 @@ func (s *Store) ReadTop(ctx context.Context, ws string, n int) (Result, error) {
 	}
 	resp := s.c.DoMulti(ctx,
 		s.c.B().Multi().Build(),
-		s.c.B().Hgetall().Key(wk.TopMeta(keys.Window1h)).Build(),
-		s.c.B().Zrange().Key(wk.Top(keys.Window1h)).Min("0").Max(strconv.FormatInt(stop, 10)).Rev().Withscores().Build(),
+		s.c.B().Hgetall().Key(wk.TopMeta(win)).Build(),
+		s.c.B().Zrange().Key(wk.Top(win)).Min("0").Max(strconv.FormatInt(stop, 10)).Rev().Withscores().Build(),
+		s.c.B().Hgetall().Key(wk.TopErr(win)).Build(),
+		s.c.B().Get().Key(s.keys.Beat(win)).Build(),
 		s.c.B().Exec().Build(),
 	)
 	for _, r := range resp {
@@ -677,8 +733,8 @@ func (s *Store) ReadTop(ctx context.Context, ws string, n int) (Result, error) {
 			return Result{}, fmt.Errorf("store.read_top: %w", err)
 		}
 	}
-	replies, err := resp[3].ToArray()
-	if err != nil || len(replies) != 2 {
+	replies, err := resp[5].ToArray()
+	if err != nil || len(replies) != 4 {
 		return Result{}, fmt.Errorf("store.read_top: %w: EXEC reply %v", ErrBadReply, err)
 	}
 	meta, err := replies[0].AsStrMap()
@@ -686,21 +742,44 @@ func (s *Store) ReadTop(ctx context.Context, ws string, n int) (Result, error) {
 		return Result{}, fmt.Errorf("store.read_top: meta: %w", err)
 	}
 	if len(meta) == 0 {
-		return Result{}, fmt.Errorf("workspace %q: %w", ws, ErrNoResult)
+		return Result{}, fmt.Errorf("workspace %q, window %s: %w", ws, win, ErrNoResult)
 	}
 	res, err := decodeMeta(meta)
 	if err != nil {
 		return Result{}, fmt.Errorf("store.read_top: workspace %q: %w", ws, err)
 	}
+	res.Window = win
+	if beat, err := replies[3].AsInt64(); err == nil {
+		res.CheckedAt = time.UnixMilli(beat)
+	}
 	zs, err := replies[1].AsZScores()
 	if err != nil {
 		return Result{}, fmt.Errorf("store.read_top: ranking: %w", err)
+	}
+	errs, err := replies[2].AsStrMap()
+	if err != nil {
+		return Result{}, fmt.Errorf("store.read_top: errors: %w", err)
 	}
 	res.Entries = make([]Entry, len(zs))
 	for i, z := range zs {
 		res.Entries[i] = Entry{Rank: i + 1, ID: z.Member, Count: int64(z.Score)}
 	}
+	if win != keys.Window1h {
+		res.ErrorBound, _ = strconv.ParseInt(meta["error_bound"], 10, 64)
+		res.Bounds = make([]Bound, len(zs))
+		for i, z := range zs {
+			res.Bounds[i] = parseBound(errs[z.Member])
+		}
+	}
 	return res, nil
+}
+
+// parseBound decodes an entry of a ranking's :err hash: "<err>", suffixed
+// "!" when the entry is certainly in the true top K.
+func parseBound(v string) Bound {
+	b := Bound{Guaranteed: strings.HasSuffix(v, "!")}
+	b.Err, _ = strconv.ParseInt(strings.TrimSuffix(v, "!"), 10, 64)
+	return b
 }
 
 func decodeMeta(m map[string]string) (Result, error) {

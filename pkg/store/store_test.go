@@ -153,7 +153,7 @@ func TestRefreshMatchesExactTopK(t *testing.T) {
 	if err := st.Refresh(ctx, []string{"w"}, now, k); err != nil {
 		t.Fatal(err)
 	}
-	res, err := st.ReadTop(ctx, "w", 0)
+	res, err := st.ReadTop(ctx, "w", "1h", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func TestRefreshMatchesExactTopK(t *testing.T) {
 		t.Fatalf("computed_at %v != window_end %v", res.ComputedAt, res.WindowEnd)
 	}
 	// ReadTop with n returns the first n of the same ranking.
-	top3, err := st.ReadTop(ctx, "w", 3)
+	top3, err := st.ReadTop(ctx, "w", "1h", 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +191,7 @@ func TestTieBreakIsDescendingID(t *testing.T) {
 	if err := st.Refresh(ctx, []string{"w"}, now, 2); err != nil {
 		t.Fatal(err)
 	}
-	res, err := st.ReadTop(ctx, "w", 0)
+	res, err := st.ReadTop(ctx, "w", "1h", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ func TestTieBreakIsDescendingID(t *testing.T) {
 func TestRefreshEmptiesAndReadTopNoResult(t *testing.T) {
 	ctx := context.Background()
 	st, c := newStore(t, store.Options{})
-	if _, err := st.ReadTop(ctx, "nobody", 10); !errors.Is(err, store.ErrNoResult) {
+	if _, err := st.ReadTop(ctx, "nobody", "1h", 10); !errors.Is(err, store.ErrNoResult) {
 		t.Fatalf("unknown workspace: err = %v, want ErrNoResult", err)
 	}
 	now := time.Now()
@@ -221,7 +221,7 @@ func TestRefreshEmptiesAndReadTopNoResult(t *testing.T) {
 	if err := st.Refresh(ctx, []string{"w"}, later, 10); err != nil {
 		t.Fatal(err)
 	}
-	res, err := st.ReadTop(ctx, "w", 10)
+	res, err := st.ReadTop(ctx, "w", "1h", 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +262,7 @@ func TestWorkspaceIDsWithSpecialBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, ws := range ids {
-		res, err := st.ReadTop(ctx, ws, 0)
+		res, err := st.ReadTop(ctx, ws, "1h", 0)
 		if err != nil {
 			t.Fatalf("%q: %v", ws, err)
 		}

@@ -102,7 +102,7 @@ func TestRunningSumFollowsTheWindow(t *testing.T) {
 				t.Fatalf("step %d: running sum expires at %d (%v), minutes set at %d (%v)", step, winExp, err1, minExp, err2)
 			}
 		}
-		res, err := st.ReadTop(ctx, "w", 0)
+		res, err := st.ReadTop(ctx, "w", "1h", 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -194,7 +194,7 @@ func TestRefreshRebuildsAfterALostBucket(t *testing.T) {
 	if err != nil || exp != window.Hour.ExpireAt(m+90) {
 		t.Fatalf("rebuilt running sum expires at %d (%v), want %d", exp, err, window.Hour.ExpireAt(m+90))
 	}
-	res, err := st.ReadTop(ctx, "w", 0)
+	res, err := st.ReadTop(ctx, "w", "1h", 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -75,3 +75,42 @@ func (w Window) Buckets(now time.Time) []int64 {
 func (w Window) ExpireAt(m int64) int64 {
 	return (m+w.Minutes)*60 + int64(w.Grace/time.Second)
 }
+
+// Longer windows are answered from hour and day buckets, rolled up from the
+// minute buckets (see lua/rollup.lua). Their old edge moves by whole hours:
+// at time t, a window of N hours covers the current hour and the N whole
+// hours before it, so it always contains the last N hours and at most one
+// hour more ("last 24 hours" at 15:07 covers 15:00 yesterday to now).
+type Long struct {
+	Name  string // as in keys and the API: "24h", "7d", "30d", "all"
+	Hours int64  // whole hours before the current one; 0 means all time
+}
+
+// Longs are the windows beyond the hour, shortest first.
+var Longs = []Long{{"24h", 24}, {"7d", 7 * 24}, {"30d", 30 * 24}, {"all", 0}}
+
+// AllTime reports whether l is the all-time window.
+func (l Long) AllTime() bool { return l.Hours == 0 }
+
+// FirstHour returns the oldest unix hour the window covers at now.
+func (l Long) FirstHour(now time.Time) int64 { return HourOf(Minute(now)) - l.Hours }
+
+// HourOf returns the unix hour of unix minute m.
+func HourOf(m int64) int64 { return floorDiv(m, 60) }
+
+// DayOf returns the unix day of unix hour h.
+func DayOf(h int64) int64 { return floorDiv(h, 24) }
+
+// DefaultLateness is how long after its minute ends an event may reach the
+// broker and still count (the seed's allowed lateness). The scheduler rolls
+// a minute up once its lateness has passed.
+const DefaultLateness = 30 * time.Second
+
+// Default retention of the rollup levels: minute buckets outlive the hour
+// window by an hour, so a scheduler outage of up to an hour loses no
+// rollup; hour buckets cover the 30-day window's edges; day buckets a year.
+const (
+	DefaultMinuteRetention = 2 * time.Hour
+	DefaultHourRetention   = 31 * 24 * time.Hour
+	DefaultDayRetention    = 400 * 24 * time.Hour
+)

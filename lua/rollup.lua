@@ -1,0 +1,179 @@
+#!lua
+-- rollup.lua: fold workspaces' closed minutes into hour buckets, and close
+-- their finished hours into day buckets and the all-time summary.
+--
+-- The call is a sequence of groups, one per workspace. On a single Redis a
+-- call may carry many workspaces; in Redis Cluster it carries one.
+-- KEYS, per group: roll, fold
+--   roll  <prefix>:{w:<ws>}:roll  hash, the watermarks:
+--           h      the last minute folded: every minute up to it is in its
+--                  hour bucket (missing: none folded yet)
+--           c      the last hour closed: every hour up to it is in its day
+--                  bucket and the all-time summary
+--           floor  the all-time summary's floor: the most an item it lacks
+--                  may have had
+--   fold  <prefix>:{w:<ws>}:fold  sorted set, minutes with counts not folded
+--         yet (ingest.lua adds them)
+--   The workspace's other keys are named from roll's:
+--     m:<minute> (minute bucket), h:<hour>, h:<hour>:cut, d:<day>,
+--     d:<day>:cut, all, all:err (see pkg/keys).
+-- ARGV[1]  the closed minute: fold every minute up to it (the scheduler
+--          passes the last minute whose allowed lateness has passed)
+-- ARGV[2]  m, how many members a closed hour or day bucket keeps, and the
+--          capacity of the all-time summary
+-- ARGV[3]  retention of hour buckets, seconds after the hour ends
+-- ARGV[4]  retention of day buckets, seconds after the day ends
+-- Reply    integer: the number of hours closed.
+--
+-- Idempotent: h and c only move forward, and a minute or an hour is folded
+-- in the same atomic step that moves its watermark past it, so a second
+-- run (or a second scheduler) finds nothing left to do. A count that
+-- arrives later for a folded minute goes straight to the rollups
+-- (ingest.lua), so every level always holds every count of its span that
+-- it does not explicitly bound (the cut).
+--
+-- Levels and bounds:
+--   - an hour bucket is exact while its hour is open; when the hour closes
+--     it keeps its top m members, and h:<hour>:cut records the largest
+--     count it dropped: any member it lacks had at most that many;
+--   - a day bucket is the sum of its closed (truncated) hours; its cut is
+--     the sum of theirs and, once the day closes and keeps its top m, the
+--     largest count it dropped. A member's true count in the day is thus
+--     between its count and its count plus the cut;
+--   - the all-time summary merges each closed hour, before truncation, as
+--     Space-Saving does (Metwally et al. 2005; the merge of Agarwal et al.
+--     2012): a member it holds gains the hour's count, a new member enters
+--     at the floor plus its count, with the floor as its error; then it
+--     keeps its m largest and the floor becomes the largest count dropped
+--     if that is higher. A count is never below the true count, and at
+--     most its error above it.
+local closed_minute = tonumber(ARGV[1])
+local keep = tonumber(ARGV[2])
+local hret, dret = tonumber(ARGV[3]), tonumber(ARGV[4])
+
+-- add_into adds the members of src to dst and sets dst's expiry.
+local function add_into(dst, src, expire_at)
+  local n = redis.call('ZCARD', src)
+  if n == 0 then
+    return
+  end
+  if n * 4 >= redis.call('ZCARD', dst) then
+    -- One pass in C; ZUNIONSTORE replaces dst, so its expiry is set below.
+    redis.call('ZUNIONSTORE', dst, 2, dst, src)
+  else
+    local counts = redis.call('ZRANGE', src, 0, -1, 'WITHSCORES')
+    for i = 1, #counts, 2 do
+      redis.call('ZINCRBY', dst, counts[i + 1], counts[i])
+    end
+  end
+  redis.call('EXPIREAT', dst, expire_at)
+end
+
+-- truncate keeps the keep largest members of key and returns the largest
+-- count it dropped (0 if none), and the members dropped.
+local function truncate(key, limit)
+  local n = redis.call('ZCARD', key)
+  if n <= limit then
+    return 0, {}
+  end
+  local dropped = redis.call('ZRANGE', key, 0, n - limit - 1, 'WITHSCORES')
+  redis.call('ZREMRANGEBYRANK', key, 0, n - limit - 1)
+  local members = {}
+  for i = 1, #dropped, 2 do
+    members[#members + 1] = dropped[i]
+  end
+  return tonumber(dropped[#dropped]), members
+end
+
+-- add_cut raises the cut of bucket by v.
+local function add_cut(bucket, v, expire_at)
+  if v > 0 then
+    redis.call('INCRBY', bucket .. ':cut', v)
+    redis.call('EXPIREAT', bucket .. ':cut', expire_at)
+  end
+end
+
+-- merge_all merges the exact hour bucket into the all-time summary and
+-- returns the new floor.
+local function merge_all(base, hour_key, floor)
+  local all, errs = base .. 'all', base .. 'all:err'
+  local counts = redis.call('ZRANGE', hour_key, 0, -1, 'WITHSCORES')
+  for i = 1, #counts, 2 do
+    if redis.call('ZSCORE', all, counts[i]) then
+      redis.call('ZINCRBY', all, counts[i + 1], counts[i])
+    else
+      redis.call('ZADD', all, floor + tonumber(counts[i + 1]), counts[i])
+      if floor > 0 then
+        redis.call('ZADD', errs, floor, counts[i])
+      end
+    end
+  end
+  local dropped_max, dropped = truncate(all, keep)
+  if #dropped > 0 then
+    for i = 1, #dropped, 1000 do
+      redis.call('ZREM', errs, unpack(dropped, i, math.min(i + 999, #dropped)))
+    end
+  end
+  return math.max(floor, dropped_max)
+end
+
+-- close_hour closes one hour: all-time summary, truncation, day bucket.
+local function close_hour(base, hour, floor)
+  local h = base .. 'h:' .. hour
+  local h_expire = (hour + 1) * 3600 + hret
+  floor = merge_all(base, h, floor)
+  local cut = truncate(h, keep)
+  add_cut(h, cut, h_expire)
+  local day = math.floor(hour / 24)
+  local d = base .. 'd:' .. day
+  local d_expire = (day + 1) * 86400 + dret
+  add_into(d, h, d_expire)
+  add_cut(d, tonumber(redis.call('GET', h .. ':cut')) or 0, d_expire)
+  if hour % 24 == 23 then
+    add_cut(d, (truncate(d, keep)), d_expire)
+  end
+  return floor
+end
+
+-- rollup does one workspace; it returns the number of hours closed.
+local function rollup(roll, fold)
+  local base = string.sub(roll, 1, -5) -- "<prefix>:{w:<ws>}:"
+  local marks = redis.call('HMGET', roll, 'h', 'c', 'floor')
+  local folded, closed, floor = tonumber(marks[1]), tonumber(marks[2]), tonumber(marks[3]) or 0
+  if folded and folded >= closed_minute then
+    return 0
+  end
+  local minutes = redis.call('ZRANGE', fold, '-inf', closed_minute, 'BYSCORE')
+  for _, minute in ipairs(minutes) do
+    local hour = math.floor(tonumber(minute) / 60)
+    add_into(base .. 'h:' .. hour, base .. 'm:' .. minute, (hour + 1) * 3600 + hret)
+  end
+  if #minutes > 0 then
+    redis.call('ZREMRANGEBYSCORE', fold, '-inf', closed_minute)
+  end
+  -- Hours wholly at or before the closed minute can close. Before the
+  -- first close, the first hour with counts bounds the scan; an hour
+  -- without a bucket has nothing to close.
+  local last_hour = math.floor((closed_minute + 1) / 60) - 1
+  if closed == nil then
+    local first = folded or tonumber(minutes[1])
+    closed = first and math.floor(first / 60) - 1 or last_hour
+  end
+  -- Hours past their retention need no closing (their buckets are gone).
+  local from = math.max(closed + 1, last_hour - math.floor(hret / 3600))
+  local n = 0
+  for hour = from, last_hour do
+    if redis.call('EXISTS', base .. 'h:' .. hour) == 1 then
+      floor = close_hour(base, hour, floor)
+      n = n + 1
+    end
+  end
+  redis.call('HSET', roll, 'h', closed_minute, 'c', math.max(closed, last_hour), 'floor', floor)
+  return n
+end
+
+local closed_hours = 0
+for i = 1, #KEYS, 2 do
+  closed_hours = closed_hours + rollup(KEYS[i], KEYS[i + 1])
+end
+return closed_hours

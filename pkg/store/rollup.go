@@ -1,0 +1,150 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/topk-dev/topk/lua"
+	"github.com/topk-dev/topk/pkg/window"
+)
+
+// The windows beyond the hour (24h, 7d, 30d, all time) are answered from
+// rollups, as the seed's hierarchical aggregation: minute buckets fold into
+// hour buckets once their allowed lateness has passed, finished hours close
+// into day buckets and the all-time summary, and each window sums the
+// fewest buckets that cover it (rollup.lua, windows.lua). Closed hour and
+// day buckets keep their top Keep members, so memory stays bounded, and
+// record what they dropped, so every count comes with an error bound.
+
+// Defaults of RollupOptions.
+const (
+	// DefaultRollupKeep is the seed's safety factor times the default k
+	// (5 x 100): a bucket keeps five times as many members as a ranking shows.
+	DefaultRollupKeep = 500
+)
+
+// RollupOptions configures the rollup levels.
+type RollupOptions struct {
+	// Keep is how many members a closed hour or day bucket keeps, and the
+	// capacity of each workspace's all-time summary.
+	Keep int
+	// HourRetention and DayRetention are how long hour and day buckets
+	// outlive their hour or day.
+	HourRetention time.Duration
+	DayRetention  time.Duration
+}
+
+func (o RollupOptions) withDefaults() RollupOptions {
+	if o.Keep <= 0 {
+		o.Keep = DefaultRollupKeep
+	}
+	if o.HourRetention <= 0 {
+		o.HourRetention = window.DefaultHourRetention
+	}
+	if o.DayRetention <= 0 {
+		o.DayRetention = window.DefaultDayRetention
+	}
+	return o
+}
+
+// seconds formats d as whole seconds, a script argument.
+func seconds(d time.Duration) string { return strconv.FormatInt(int64(d/time.Second), 10) }
+
+// Rollup folds the workspaces' minutes up to closed (a unix minute whose
+// allowed lateness has passed) into their hour buckets, and closes the
+// hours that ended, in calls of many workspaces (one on a cluster). It is
+// idempotent, and returns the number of hours closed.
+func (s *Store) Rollup(ctx context.Context, workspaces []string, closed int64) (int, error) {
+	args := []string{strconv.FormatInt(closed, 10), strconv.Itoa(s.opts.Rollup.Keep),
+		seconds(s.opts.Rollup.HourRetention), seconds(s.opts.Rollup.DayRetention)}
+	var (
+		mu    sync.Mutex
+		total int
+	)
+	err := s.perWorkspaceCalls(workspaces, func(part []string) error {
+		ks := make([]string, 0, 2*len(part))
+		for _, ws := range part {
+			wk := s.keys.Workspace(ws)
+			ks = append(ks, wk.Roll(), wk.Fold())
+		}
+		n, err := lua.Rollup.Exec(ctx, s.c, ks, args).AsInt64()
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		total += int(n)
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		return total, fmt.Errorf("store.rollup: %w", err)
+	}
+	return total, nil
+}
+
+// RefreshLong recomputes and caches the workspaces' top k over the given
+// long windows at now (windows.lua).
+func (s *Store) RefreshLong(ctx context.Context, workspaces []string, now time.Time, k int, wins []window.Long) error {
+	if len(wins) == 0 {
+		return nil
+	}
+	args := []string{strconv.FormatInt(now.UnixMilli(), 10), strconv.FormatInt(window.Minute(now), 10),
+		strconv.Itoa(k), seconds(longTTL)}
+	for _, w := range wins {
+		args = append(args, w.Name, strconv.FormatInt(w.Hours, 10))
+	}
+	err := s.perWorkspaceCalls(workspaces, func(part []string) error {
+		ks := make([]string, 0, 2*len(part))
+		for _, ws := range part {
+			wk := s.keys.Workspace(ws)
+			ks = append(ks, wk.Roll(), wk.Fold())
+		}
+		return lua.Windows.Exec(ctx, s.c, ks, args).Error()
+	})
+	if err != nil {
+		return fmt.Errorf("store.refresh_long: %w", err)
+	}
+	return nil
+}
+
+// longTTL is how long a cached long-window ranking lives without a
+// refresh: a day, so that a scheduler outage leaves readers a stale (and
+// flagged) answer rather than none.
+const longTTL = 24 * time.Hour
+
+// perWorkspaceCalls runs fn over the workspaces in parts of
+// refreshGroupsPerCall (one on a cluster: one slot per call), in parallel,
+// and returns the first error with the number of workspaces that failed.
+func (s *Store) perWorkspaceCalls(workspaces []string, fn func(part []string) error) error {
+	per := refreshGroupsPerCall
+	if s.cluster {
+		per = 1
+	}
+	calls := (len(workspaces) + per - 1) / per
+	var (
+		mu       sync.Mutex
+		firstErr error
+		failed   int
+	)
+	s.parallel(calls, func(i int) {
+		part := workspaces[i*per : min((i+1)*per, len(workspaces))]
+		if err := fn(part); err != nil {
+			mu.Lock()
+			defer mu.Unlock()
+			failed += len(part)
+			if firstErr == nil {
+				firstErr = fmt.Errorf("workspace %q and %d more: %w", part[0], len(part)-1, err)
+			}
+		}
+	})
+	if firstErr != nil {
+		return fmt.Errorf("%d of %d workspaces failed: %w", failed, len(workspaces), firstErr)
+	}
+	return nil
+}
+
+// RollupOptions returns the rollup configuration in use.
+func (s *Store) RollupOptions() RollupOptions { return s.opts.Rollup }
