@@ -10,7 +10,9 @@
 -- ARGV[1]  computed_at and window_end, unix milliseconds
 -- ARGV[2]  the current unix minute
 -- ARGV[3]  k, the number of entries to cache
--- ARGV[4]  ttl of the cached results, seconds
+-- ARGV[4]  ttl of the cached results of finite windows, seconds; the
+--          all-time results do not expire (an idle workspace's all-time
+--          ranking does not change, so it is not recomputed)
 -- ARGV     then per window: name, hours (0: all time)
 -- Reply    array, per group: the number of entries cached per window.
 --
@@ -41,6 +43,13 @@ local hour = math.floor(minute / 60)
 -- entries. slack is how far the true count of a member may exceed its
 -- count (for every member); below(member) is how far it may fall short.
 local function cache(base, name, buckets, first_ms, slack, below)
+  local expire = function(key)
+    if name == 'all' then
+      redis.call('PERSIST', key)
+    else
+      redis.call('EXPIRE', key, ttl)
+    end
+  end
   local tmp = base .. 'tmp'
   local top, meta, errs = base .. 'top:' .. name, base .. 'top:' .. name .. ':meta', base .. 'top:' .. name .. ':err'
   redis.call('DEL', top, errs)
@@ -72,12 +81,12 @@ local function cache(base, name, buckets, first_ms, slack, below)
       bound = math.max(bound, e)
     end
     redis.call('HSET', errs, unpack(fields))
-    redis.call('EXPIRE', top, ttl)
-    redis.call('EXPIRE', errs, ttl)
+    expire(top)
+    expire(errs)
   end
   redis.call('HSET', meta, 'computed_at', now_ms, 'window_start', first_ms, 'window_end', now_ms,
     'k', k, 'error_bound', bound, 'next', next)
-  redis.call('EXPIRE', meta, ttl)
+  expire(meta)
   return n
 end
 

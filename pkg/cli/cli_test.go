@@ -177,13 +177,20 @@ type entry struct {
 
 type getOutput struct {
 	Workspace   string    `json:"workspace"`
+	Window      string    `json:"window"`
 	Entries     []entry   `json:"entries"`
 	K           int       `json:"k"`
 	ComputedAt  time.Time `json:"computed_at"`
 	WindowStart time.Time `json:"window_start"`
 	WindowEnd   time.Time `json:"window_end"`
-	AgeSeconds  float64   `json:"age_seconds"`
-	Stale       bool      `json:"stale"`
+	ErrorBound  int64     `json:"error_bound"`
+	Bounds      []struct {
+		Err        int64 `json:"error"`
+		Guaranteed bool  `json:"guaranteed"`
+	} `json:"bounds"`
+	CheckedAt  time.Time `json:"checked_at"`
+	AgeSeconds float64   `json:"age_seconds"`
+	Stale      bool      `json:"stale"`
 }
 
 // getJSON runs `topk get --json` with extra arguments and decodes its output.
@@ -571,7 +578,7 @@ func TestGetOutput(t *testing.T) {
 			out := mustRun(t, "get", "--redis", r.Addr(), "--workspace", "w1", "--k", tc.k)
 			lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
 			header := fmt.Sprintf("workspace w1: top %d of the last hour (", len(tc.want))
-			if !strings.HasPrefix(lines[0], header) || !strings.Contains(lines[0], "UTC), computed ") {
+			if !strings.HasPrefix(lines[0], header) || !strings.Contains(lines[0], "UTC), fresh as of ") {
 				t.Errorf("--k %s: header %q, want it to start with %q", tc.k, lines[0], header)
 			}
 			if len(lines) != 2+len(tc.want) {

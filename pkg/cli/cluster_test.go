@@ -65,7 +65,8 @@ func newClusterStream() clusterStream {
 			panic(err)
 		}
 		s.events = append(s.events, ev)
-		s.records = append(s.records, &kgo.Record{Key: []byte(ev.WorkspaceID), Value: v})
+		// Stamped as arriving at the event time: on time.
+		s.records = append(s.records, &kgo.Record{Key: []byte(ev.WorkspaceID), Value: v, Timestamp: time.UnixMilli(ev.TS)})
 	}
 	return s
 }

@@ -94,10 +94,10 @@ func windowText(win string, start, end time.Time) string {
 	if win == keys.WindowAll {
 		return fmt.Sprintf("all time (to %s UTC)", end.UTC().Format("2006-01-02 15:04:05"))
 	}
-	layout := "15:04:05"
-	if win != keys.Window1h {
-		layout = "2006-01-02 15:04"
+	if win == keys.Window1h {
+		return fmt.Sprintf("the last hour (%s - %s UTC)", start.UTC().Format("15:04:05"), end.UTC().Format("15:04:05"))
 	}
+	layout := "2006-01-02 15:04"
 	return fmt.Sprintf("the last %s (%s - %s UTC)", win, start.UTC().Format(layout), end.UTC().Format(layout))
 }
 

@@ -282,8 +282,15 @@ func (s *Scheduler) Tick(ctx context.Context) (TickStats, error) {
 // of an hour every workspace active in that hour, so that each hour closes
 // even for a workspace with no later activity. The first tick, or one
 // after a jump past the minute retention, rolls up every workspace.
+//
+// The global rollups run at every tick: an hour's summary is rebuilt as
+// soon as one of its minutes changed (a late event), which one cheap read
+// of the hour's event counters tells.
 func (s *Scheduler) rollup(ctx context.Context, now time.Time) (int, error) {
 	closed := window.Minute(now.Add(-s.p.Lateness)) - 1
+	if err := s.global.Roll(ctx, now, closed); err != nil {
+		return 0, err
+	}
 	if closed <= s.lastClosed {
 		return 0, nil
 	}
@@ -326,9 +333,6 @@ func (s *Scheduler) rollup(ctx context.Context, now time.Time) (int, error) {
 	}
 	n, err := s.p.Store.Rollup(ctx, ids, closed)
 	if err != nil {
-		return n, err
-	}
-	if err := s.global.Roll(ctx, now, closed); err != nil {
 		return n, err
 	}
 	s.lastClosed = closed

@@ -720,12 +720,17 @@ func (s *Store) ReadTop(ctx context.Context, ws, win string, n int) (Result, err
 	if n <= 0 {
 		stop = -1
 	}
+	// The beat first: the ranking read after it is at least as current. (It
+	// lives in another slot, so it cannot join the transaction.)
+	beat, err := s.c.Do(ctx, s.c.B().Get().Key(s.keys.Beat(win)).Build()).AsInt64()
+	if err != nil && !rueidis.IsRedisNil(err) {
+		return Result{}, fmt.Errorf("store.read_top: beat: %w", err)
+	}
 	resp := s.c.DoMulti(ctx,
 		s.c.B().Multi().Build(),
 		s.c.B().Hgetall().Key(wk.TopMeta(win)).Build(),
 		s.c.B().Zrange().Key(wk.Top(win)).Min("0").Max(strconv.FormatInt(stop, 10)).Rev().Withscores().Build(),
 		s.c.B().Hgetall().Key(wk.TopErr(win)).Build(),
-		s.c.B().Get().Key(s.keys.Beat(win)).Build(),
 		s.c.B().Exec().Build(),
 	)
 	for _, r := range resp {
@@ -733,8 +738,8 @@ func (s *Store) ReadTop(ctx context.Context, ws, win string, n int) (Result, err
 			return Result{}, fmt.Errorf("store.read_top: %w", err)
 		}
 	}
-	replies, err := resp[5].ToArray()
-	if err != nil || len(replies) != 4 {
+	replies, err := resp[4].ToArray()
+	if err != nil || len(replies) != 3 {
 		return Result{}, fmt.Errorf("store.read_top: %w: EXEC reply %v", ErrBadReply, err)
 	}
 	meta, err := replies[0].AsStrMap()
@@ -749,7 +754,7 @@ func (s *Store) ReadTop(ctx context.Context, ws, win string, n int) (Result, err
 		return Result{}, fmt.Errorf("store.read_top: workspace %q: %w", ws, err)
 	}
 	res.Window = win
-	if beat, err := replies[3].AsInt64(); err == nil {
+	if beat > 0 {
 		res.CheckedAt = time.UnixMilli(beat)
 	}
 	zs, err := replies[1].AsZScores()
