@@ -36,6 +36,10 @@ import (
 // MaxK is the largest k a request may ask for.
 const MaxK = 1000
 
+// ReadTimeout bounds a request's Redis reads: with Redis unreachable the
+// client retries reads, and a request must answer 503 rather than hang.
+const ReadTimeout = 2 * time.Second
+
 // Windows are the windows the API serves.
 var Windows = []string{keys.Window1h, keys.Window24h, keys.Window7d, keys.Window30d, keys.WindowAll}
 
@@ -128,7 +132,9 @@ func (h *handler) workspace(w http.ResponseWriter, req *http.Request) {
 		writeError(w, http.StatusBadRequest, "missing workspace parameter")
 		return
 	}
-	res, err := h.r.ReadTop(req.Context(), ws, window, k)
+	ctx, cancel := context.WithTimeout(req.Context(), ReadTimeout)
+	defer cancel()
+	res, err := h.r.ReadTop(ctx, ws, window, k)
 	if err != nil {
 		h.readError(w, err, fmt.Sprintf("no %s ranking for workspace %q: no activity in the window, or no scheduler is running", window, ws))
 		return
@@ -150,7 +156,9 @@ func (h *handler) global(w http.ResponseWriter, req *http.Request) {
 	if !ok {
 		return
 	}
-	res, err := h.r.ReadGlobal(req.Context(), window, k)
+	ctx, cancel := context.WithTimeout(req.Context(), ReadTimeout)
+	defer cancel()
+	res, err := h.r.ReadGlobal(ctx, window, k)
 	if err != nil {
 		h.readError(w, err, fmt.Sprintf("no global %s ranking: no activity in the window, or no scheduler is running", window))
 		return
@@ -184,7 +192,9 @@ func (h *handler) readError(w http.ResponseWriter, err error, notFound string) {
 }
 
 func (h *handler) ready(w http.ResponseWriter, req *http.Request) {
-	if err := h.r.Ping(req.Context()); err != nil {
+	ctx, cancel := context.WithTimeout(req.Context(), ReadTimeout)
+	defer cancel()
+	if err := h.r.Ping(ctx); err != nil {
 		writeError(w, http.StatusServiceUnavailable, "Redis does not answer")
 		return
 	}

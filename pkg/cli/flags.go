@@ -219,9 +219,12 @@ func rollupOptions(c *cli.Context) (window.Window, store.RollupOptions, error) {
 	if !hasFlag(c, "minute-retention") {
 		return win, store.RollupOptions{}, nil
 	}
+	// An hour is rolled up from its minutes once its lateness has passed,
+	// so its first minute must still live then (with a couple of minutes
+	// of margin for the scheduler's tick).
 	ret := c.Duration("minute-retention")
-	if ret <= win.Span() {
-		return win, store.RollupOptions{}, cli.Exit(fmt.Sprintf("--minute-retention %s must exceed the hour window", ret), exitUsage)
+	if least := win.Span() + c.Duration("lateness") + 2*time.Minute; ret < least {
+		return win, store.RollupOptions{}, cli.Exit(fmt.Sprintf("--minute-retention %s must be at least %s: the hour window, the lateness and 2 minutes", ret, least), exitUsage)
 	}
 	win.Grace = ret - win.Span()
 	o := store.RollupOptions{Keep: c.Int("rollup-keep"), HourRetention: c.Duration("hour-retention"), DayRetention: c.Duration("day-retention")}

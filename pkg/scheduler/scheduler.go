@@ -36,6 +36,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/topk-dev/topk/pkg/keys"
@@ -89,7 +90,7 @@ type Params struct {
 }
 
 // Scheduler refreshes cached rankings on a ticker. Its methods are not safe
-// for concurrent use.
+// for concurrent use, except TickHour with TickLong (as Run does).
 type Scheduler struct {
 	p Params
 	// lastMinute is the unix minute of the last successful tick; 0 before.
@@ -98,6 +99,11 @@ type Scheduler struct {
 	// so the next tick refreshes them.
 	pending map[string]struct{}
 	global  *store.GlobalRefresher
+	// longGlobal serves TickLong, which may run concurrently with TickHour.
+	longGlobal *store.GlobalRefresher
+	// mu guards the changed sets of long, which TickHour fills and TickLong
+	// drains.
+	mu sync.Mutex
 	// lastClosed is the last minute rolled up; 0 before the first tick.
 	lastClosed int64
 	long       []*longState
@@ -157,7 +163,7 @@ func New(p Params) (*Scheduler, error) {
 	if p.Lateness < 0 || p.Lateness > p.Store.Window().Span() {
 		return nil, fmt.Errorf("scheduler: lateness %s out of range (0, %s]", p.Lateness, p.Store.Window().Span())
 	}
-	s := &Scheduler{p: p, pending: map[string]struct{}{}, global: p.Store.NewGlobalRefresher()}
+	s := &Scheduler{p: p, pending: map[string]struct{}{}, global: p.Store.NewGlobalRefresher(), longGlobal: p.Store.NewGlobalRefresher()}
 	for _, w := range window.Longs {
 		c, ok := p.Cadence[w.Name]
 		if !ok {
@@ -173,30 +179,62 @@ func New(p Params) (*Scheduler, error) {
 	return s, nil
 }
 
-// Run ticks until ctx ends. A failed tick is logged and retried on the next
-// one; the last cached results stay readable meanwhile.
+// Run ticks until ctx ends. The long windows run in a loop of their own,
+// so that their hourly passes over every active workspace never delay the
+// hour's refresh. A failed tick is logged and retried on the next one; the
+// last cached results stay readable meanwhile.
 func (s *Scheduler) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.loop(ctx, "long windows", func(ctx context.Context) error {
+			_, err := s.TickLong(ctx)
+			return err
+		})
+	}()
+	s.loop(ctx, "hour", func(ctx context.Context) error {
+		_, err := s.TickHour(ctx)
+		return err
+	})
+	wg.Wait()
+	return nil
+}
+
+// loop runs tick every interval until ctx ends, logging failures.
+func (s *Scheduler) loop(ctx context.Context, what string, tick func(context.Context) error) {
 	t := time.NewTicker(s.p.Interval)
 	defer t.Stop()
 	lastOK := time.Now()
 	for {
-		if _, err := s.Tick(ctx); err == nil {
+		if err := tick(ctx); err == nil {
 			lastOK = time.Now()
 		} else if ctx.Err() == nil {
 			s.p.Logger.Warn("scheduler tick failed; cached rankings keep their last values and grow stale",
-				"stale_for", time.Since(lastOK).Round(time.Second), "err", err)
+				"loop", what, "stale_for", time.Since(lastOK).Round(time.Second), "err", err)
 		}
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-t.C:
 		}
 	}
 }
 
-// Tick refreshes the workspaces whose ranking may have changed since the
-// last tick, at the clock's now, then the global ranking.
+// Tick runs TickHour, then TickLong, at the clock's now.
 func (s *Scheduler) Tick(ctx context.Context) (TickStats, error) {
+	st, err := s.TickHour(ctx)
+	if err != nil {
+		return st, err
+	}
+	st.Long, err = s.TickLong(ctx)
+	return st, err
+}
+
+// TickHour refreshes the hour's rankings of the workspaces whose ranking
+// may have changed since the last tick, at the clock's now, then the global
+// ranking, and rolls up the minutes whose lateness has passed.
+func (s *Scheduler) TickHour(ctx context.Context) (TickStats, error) {
 	began := time.Now()
 	now := s.p.Clock()
 	win := s.p.Store.Window()
@@ -249,11 +287,13 @@ func (s *Scheduler) Tick(ctx context.Context) (TickStats, error) {
 	if err := s.p.Refresh(ctx, ids, now, s.p.K); err != nil {
 		return TickStats{}, fmt.Errorf("scheduler.tick: %w", err)
 	}
+	s.mu.Lock()
 	for _, l := range s.long {
 		for _, id := range ids {
 			l.changed[id] = struct{}{}
 		}
 	}
+	s.mu.Unlock()
 	s.pending = map[string]struct{}{}
 	s.lastMinute = minute
 	if err := s.p.Store.Beat(ctx, keys.Window1h, now); err != nil {
@@ -270,11 +310,7 @@ func (s *Scheduler) Tick(ctx context.Context) (TickStats, error) {
 	if err != nil {
 		return TickStats{}, fmt.Errorf("scheduler.tick: %w", err)
 	}
-	long, err := s.refreshLong(ctx, now)
-	if err != nil {
-		return TickStats{}, fmt.Errorf("scheduler.tick: %w", err)
-	}
-	return TickStats{Refreshed: len(ids), Forgotten: forgotten, Closed: closed, Long: long, Took: time.Since(began)}, nil
+	return TickStats{Refreshed: len(ids), Forgotten: forgotten, Closed: closed, Took: time.Since(began)}, nil
 }
 
 // rollup rolls up the minutes whose allowed lateness has passed since the
@@ -339,9 +375,11 @@ func (s *Scheduler) rollup(ctx context.Context, now time.Time) (int, error) {
 	return n, nil
 }
 
-// refreshLong refreshes the long windows that are due and returns the
-// number of workspace rankings refreshed.
-func (s *Scheduler) refreshLong(ctx context.Context, now time.Time) (int, error) {
+// TickLong refreshes the long windows that are due at the clock's now and
+// returns the number of workspace rankings refreshed. It may run
+// concurrently with TickHour, not with itself.
+func (s *Scheduler) TickLong(ctx context.Context) (int, error) {
+	now := s.p.Clock()
 	total := 0
 	hour := window.HourOf(window.Minute(now))
 	for _, l := range s.long {
@@ -349,7 +387,10 @@ func (s *Scheduler) refreshLong(ctx context.Context, now time.Time) (int, error)
 		if !newHour && now.Sub(l.last) < l.cadence {
 			continue
 		}
+		s.mu.Lock()
 		todo := l.changed
+		l.changed = map[string]struct{}{}
+		s.mu.Unlock()
 		// A new hour moves the old edge of a finite window: every workspace
 		// active in it changes. (The all-time window only grows, so it needs
 		// its changed workspaces alone, except on the first pass.)
@@ -370,17 +411,23 @@ func (s *Scheduler) refreshLong(ctx context.Context, now time.Time) (int, error)
 		for id := range todo {
 			ids = append(ids, id)
 		}
-		if err := s.p.Store.RefreshLong(ctx, ids, now, s.p.K, []window.Long{l.win}); err != nil {
-			return total, err
+		err := s.p.Store.RefreshLong(ctx, ids, now, s.p.K, []window.Long{l.win})
+		if err == nil {
+			err = s.longGlobal.RefreshLong(ctx, now, s.p.K, []window.Long{l.win})
 		}
-		if err := s.global.RefreshLong(ctx, now, s.p.K, []window.Long{l.win}); err != nil {
-			return total, err
+		if err == nil {
+			err = s.p.Store.Beat(ctx, l.win.Name, now)
 		}
-		if err := s.p.Store.Beat(ctx, l.win.Name, now); err != nil {
-			return total, err
+		if err != nil {
+			// Keep the workspaces for the next attempt.
+			s.mu.Lock()
+			for id := range todo {
+				l.changed[id] = struct{}{}
+			}
+			s.mu.Unlock()
+			return total, fmt.Errorf("scheduler.tick_long %s: %w", l.win.Name, err)
 		}
 		total += len(ids)
-		l.changed = map[string]struct{}{}
 		l.last = now
 	}
 	return total, nil
