@@ -129,10 +129,14 @@ local function close_hour(base, hour, floor)
   local d_expire = (day + 1) * 86400 + dret
   add_into(d, h, d_expire)
   add_cut(d, tonumber(redis.call('GET', h .. ':cut')) or 0, d_expire)
-  if hour % 24 == 23 then
-    add_cut(d, (truncate(d, keep)), d_expire)
-  end
   return floor
+end
+
+-- close_day cuts a day bucket to its top members once its last hour closed
+-- (whether or not that hour had counts).
+local function close_day(base, day)
+  local d = base .. 'd:' .. day
+  add_cut(d, (truncate(d, keep)), (day + 1) * 86400 + dret)
 end
 
 -- rollup does one workspace; it returns the number of hours closed.
@@ -166,6 +170,9 @@ local function rollup(roll, fold)
     if redis.call('EXISTS', base .. 'h:' .. hour) == 1 then
       floor = close_hour(base, hour, floor)
       n = n + 1
+    end
+    if hour % 24 == 23 then
+      close_day(base, math.floor(hour / 24))
     end
   end
   redis.call('HSET', roll, 'h', closed_minute, 'c', math.max(closed, last_hour), 'floor', floor)

@@ -160,7 +160,9 @@ local function all_time(base, closed, floor, pending)
     redis.call('HSET', errs, member, e .. mark)
     bound = math.max(bound, e)
   end
-  redis.call('HSET', base .. 'top:all:meta', 'error_bound', bound)
+  -- A member the summary dropped may count up to the floor more than it
+  -- shows (or be missing), so the ranking is exact only with a floor of 0.
+  redis.call('HSET', base .. 'top:all:meta', 'error_bound', math.max(bound, floor))
   return n
 end
 

@@ -475,13 +475,11 @@ func readSummary(t *testing.T, c rueidis.Client, ws string, w window.Long) summa
 //     a higher true count;
 //   - no member left out beats the ranking by more than its bound: its
 //     true count is at most the last entry's count (0 when there are fewer
-//     than k) plus the error bound, or for all time plus the floor (the
-//     all-time error bound does not cover it yet: see
+//     than k) plus the error bound (for all time, at least the floor: see
 //     TestAllTimeErrorBoundCoversWhatItLacks);
-//   - a finite window with error bound 0 is the exact top k.
+//   - a window with error bound 0 is the exact top k.
 func checkBounds(t *testing.T, what string, res store.Result, truth map[string]int64, k int, sum summary) {
 	t.Helper()
-	allTime := res.Window == "all"
 	in := map[string]bool{}
 	for i, e := range res.Entries {
 		in[e.ID] = true
@@ -517,16 +515,13 @@ func checkBounds(t *testing.T, what string, res store.Result, truth map[string]i
 		last = res.Entries[k-1].Count
 	}
 	slack := res.ErrorBound
-	if allTime {
-		slack = sum.floor
-	}
 	for id, n := range truth {
 		if !in[id] && n > last+slack {
 			t.Fatalf("%s: %q (true count %d) is left out, above the last count %d plus %d\nranking %v\nexact %v",
 				what, id, n, last, slack, res.Entries, testenv.ExactTop(truth, k))
 		}
 	}
-	if !allTime && res.ErrorBound == 0 {
+	if res.ErrorBound == 0 {
 		if exact := testenv.ExactTop(truth, k); fmt.Sprint(res.Entries) != fmt.Sprint(exact) {
 			t.Fatalf("%s: error bound 0, but the ranking\n %v\nis not the exact\n %v", what, res.Entries, exact)
 		}
@@ -774,9 +769,6 @@ func TestRollupBoundsHold(t *testing.T) {
 // all, the true number one. The ranking shows a 5, b 4 with error bound
 // 0 and each entry's bound 0, so a reader takes it as exact.
 func TestAllTimeErrorBoundCoversWhatItLacks(t *testing.T) {
-	t.Skip("known bug: lua/windows.lua all_time() sets each entry's bound to max(its error, 0 for a member " +
-		"the summary holds) and error_bound to their maximum, so the floor bounding the members the summary " +
-		"lacks is reported nowhere; remove this skip with the fix")
 	st, c := newStore(t, store.Options{Rollup: store.RollupOptions{Keep: 2}})
 	day := futureDay()
 	h0, h1 := day*24+1, day*24+2
@@ -807,9 +799,6 @@ func TestAllTimeErrorBoundCoversWhatItLacks(t *testing.T) {
 // had no activity in the day's last hour (23:00 UTC is night for much of
 // the world).
 func TestDayBucketIsCutWithoutALastHour(t *testing.T) {
-	t.Skip("known bug: lua/rollup.lua truncates a day bucket in close_hour when hour % 24 == 23, and close_hour " +
-		"runs only for an hour whose bucket exists, so a day without activity at 23:00 is never cut to Keep; " +
-		"remove this skip with the fix")
 	const keep = 2
 	st, c := newStore(t, store.Options{Rollup: store.RollupOptions{Keep: keep}})
 	day := futureDay()
