@@ -96,3 +96,13 @@ func TestBenchAccuracyCommandUsage(t *testing.T) {
 		}
 	}
 }
+
+// `topk bench pipeline --read-window` takes the API's windows only, and
+// says so before starting anything.
+func TestBenchPipelineReadWindowUsage(t *testing.T) {
+	_, _, err := runTopk("bench", "pipeline", "--read-via", "http-trending", "--read-window", "2h", "--redis", "127.0.0.1:1", "--brokers", "127.0.0.1:1")
+	var coder ucli.ExitCoder
+	if !errors.As(err, &coder) || coder.ExitCode() != 2 || !strings.Contains(err.Error(), `read window must be one of 1h, 24h, 7d, 30d, all, got "2h"`) {
+		t.Errorf("--read-window 2h: err %v, want exit status 2 naming the windows", err)
+	}
+}

@@ -22,6 +22,7 @@ package bench
 // of a run, so both get the same events at the same rate.
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -83,7 +84,8 @@ const (
 
 	// ReadRedis reads ZRANGE <top key> 0 99 REV WITHSCORES of a random
 	// workload workspace; ReadHTTP GET /v1/top?workspace=<random>&k=100 and
-	// ReadTrending GET /trending?k=100, both from the HTTP API.
+	// ReadTrending GET /trending?k=100, both from the HTTP API; all over
+	// PipelineConfig.ReadWindow.
 	ReadRedis          = "redis"
 	ReadHTTP           = "http"
 	ReadTrending       = "http-trending"
@@ -144,6 +146,11 @@ type PipelineConfig struct {
 	// ReadVia is how the reads are made: ReadRedis (default), ReadHTTP or
 	// ReadTrending (through `topk serve`'s handler on a loopback port).
 	ReadVia string `json:"read_via"`
+	// ReadWindow is the window the reads ask for, one of api.Windows
+	// (default 1h). The scheduler refreshes the long windows at their
+	// default cadence (scheduler.DefaultCadence: 24h every minute), so
+	// their rankings fill up only after it.
+	ReadWindow string `json:"read_window"`
 	// MarkerEvery is the period of the freshness markers (0:
 	// DefaultMarkerEvery); MarkerGrace how long after the measured period
 	// the last markers may take to appear (0: DefaultMarkerGrace).
@@ -201,6 +208,9 @@ func (c PipelineConfig) withDefaults() PipelineConfig {
 	if c.ReadVia == "" {
 		c.ReadVia = ReadRedis
 	}
+	if c.ReadWindow == "" {
+		c.ReadWindow = keys.Window1h
+	}
 	if c.QueryRate == 0 {
 		c.QueryRate = DefaultQueryRate
 	}
@@ -237,6 +247,7 @@ func (c PipelineConfig) Validate() error {
 	check(c.K >= 1, "k must be >= 1, got %d", c.K)
 	check(!math.IsInf(c.QueryRate, 0) && !math.IsNaN(c.QueryRate), "query rate must be finite")
 	check(c.ReadVia == ReadRedis || c.ReadVia == ReadHTTP || c.ReadVia == ReadTrending, "read via must be %s, %s or %s, got %q", ReadRedis, ReadHTTP, ReadTrending, c.ReadVia)
+	check(slices.Contains(api.Windows, c.ReadWindow), "read window must be one of %s, got %q", strings.Join(api.Windows, ", "), c.ReadWindow)
 	check(c.MarkerEvery > 0 && c.MarkerGrace > 0, "marker period and grace must be positive")
 	check(c.NaiveChunk >= 1, "naive chunk must be >= 1")
 	if err := c.generatorConfig(0).Validate(); err != nil {
@@ -891,6 +902,10 @@ func (p *phase) run(ctx context.Context, seed uint64) (PhaseResult, error) {
 		}
 	}
 	e.progressf("%s %s: started (%s, offered %s, warm-up %s, measuring %s)", p.label, p.design, p.topic, rateString(cfg.Rate), cfg.Warmup, cfg.Duration)
+	if c := scheduler.DefaultCadence[cfg.ReadWindow]; cfg.QueryRate > 0 && cfg.Warmup < c {
+		e.progressf("%s %s: the %s window is refreshed every %s, more than the %s warm-up: the first measured reads find a ranking cached before the traffic (empty)",
+			p.label, p.design, cfg.ReadWindow, c, cfg.Warmup)
+	}
 	if err := wait(cfg.Warmup); err != nil {
 		return PhaseResult{}, err
 	}
@@ -923,9 +938,9 @@ func (p *phase) run(ctx context.Context, seed uint64) (PhaseResult, error) {
 
 	res := p.result(begin, end, graceEnd)
 	res.Process.PeakRSS, res.Process.RSSSource = peak, source
-	e.progressf("%s %s: done: produced %s/s, counted %s/s, lag bounded %s, freshness p99 %s, read p99 %s",
+	e.progressf("%s %s: done: produced %s/s, counted %s/s, lag bounded %s, freshness p99 %s, read p99 (%s window) %s",
 		p.label, p.design, group(int64(res.ProducedRate)), group(int64(res.IngestRate)), boundedString(res.Lag),
-		msString(res.Freshness.P99), msString(res.Reads.P99))
+		msString(res.Freshness.P99), cfg.ReadWindow, msString(res.Reads.P99))
 	return res, nil
 }
 
@@ -1050,15 +1065,16 @@ func (p *phase) markersSeenBefore(t time.Time) bool {
 }
 
 // reader returns the function that makes one read of the configured kind
-// and reports whether it found a ranking, and what to call when done. HTTP
-// reads go to the API's handler on a loopback port, over the readers' own
-// Redis client as a separate `topk serve` would have (sharing the workers'
-// client would queue reads behind their pipelined ingest calls).
+// and window and reports whether it found a non-empty ranking, and what to
+// call when done. HTTP reads go to the API's handler on a loopback port,
+// over the readers' own Redis client as a separate `topk serve` would have
+// (sharing the workers' client would queue reads behind their pipelined
+// ingest calls).
 func (p *phase) reader(c rueidis.Client, workspaces []string) (func(ctx context.Context, rng *rand.Rand) (bool, error), func(), error) {
 	if p.cfg.ReadVia == ReadRedis {
 		topKeys := make([]string, len(workspaces))
 		for i, ws := range workspaces {
-			topKeys[i] = p.ks.Workspace(ws).Top(keys.Window1h)
+			topKeys[i] = p.ks.Workspace(ws).Top(p.cfg.ReadWindow)
 		}
 		stop := strconv.Itoa(ReadEntries - 1)
 		return func(ctx context.Context, rng *rand.Rand) (bool, error) {
@@ -1076,10 +1092,11 @@ func (p *phase) reader(c rueidis.Client, workspaces []string) (func(ctx context.
 	go func() { _ = srv.Serve(ln) }()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024}}
 	base := "http://" + ln.Addr().String()
+	win := neturl.QueryEscape(p.cfg.ReadWindow)
 	return func(ctx context.Context, rng *rand.Rand) (bool, error) {
-			url := fmt.Sprintf("%s/trending?k=%d", base, ReadEntries)
+			url := fmt.Sprintf("%s/trending?window=%s&k=%d", base, win, ReadEntries)
 			if p.cfg.ReadVia == ReadHTTP {
-				url = fmt.Sprintf("%s/v1/top?workspace=%s&k=%d", base, neturl.QueryEscape(workspaces[rng.IntN(len(workspaces))]), ReadEntries)
+				url = fmt.Sprintf("%s/v1/top?workspace=%s&window=%s&k=%d", base, neturl.QueryEscape(workspaces[rng.IntN(len(workspaces))]), win, ReadEntries)
 			}
 			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 			if err != nil {
@@ -1090,12 +1107,15 @@ func (p *phase) reader(c rueidis.Client, workspaces []string) (func(ctx context.
 				return false, err
 			}
 			defer resp.Body.Close()
-			if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+			body, err := io.ReadAll(resp.Body)
+			if err != nil {
 				return false, err
 			}
 			switch resp.StatusCode {
 			case http.StatusOK:
-				return true, nil
+				// A ranking with no items (a long window before its
+				// first pass over traffic) counts as empty.
+				return !bytes.Contains(body, []byte(`"items":[]`)), nil
 			case http.StatusNotFound:
 				return false, nil
 			}
@@ -1646,11 +1666,11 @@ func (r *PipelineReport) WriteMarkdown(w io.Writer) {
 	if c.QueryRate > 0 {
 		switch c.ReadVia {
 		case ReadHTTP:
-			reads = fmt.Sprintf("%s reads/s of `GET /v1/top?workspace=<uniformly random workload workspace>&k=%d` from the HTTP API (its Redis reads count in the commands per event)", group(int64(c.QueryRate)), ReadEntries)
+			reads = fmt.Sprintf("%s reads/s of `GET /v1/top?workspace=<uniformly random workload workspace>&window=%s&k=%d` from the HTTP API (its Redis reads count in the commands per event)", group(int64(c.QueryRate)), c.ReadWindow, ReadEntries)
 		case ReadTrending:
-			reads = fmt.Sprintf("%s reads/s of `GET /trending?k=%d` from the HTTP API (its Redis reads count in the commands per event)", group(int64(c.QueryRate)), ReadEntries)
+			reads = fmt.Sprintf("%s reads/s of `GET /trending?window=%s&k=%d` from the HTTP API (its Redis reads count in the commands per event)", group(int64(c.QueryRate)), c.ReadWindow, ReadEntries)
 		default:
-			reads = fmt.Sprintf("%s reads/s of `ZRANGE <top key> 0 %d REV WITHSCORES` of a uniformly random workload workspace", group(int64(c.QueryRate)), ReadEntries-1)
+			reads = fmt.Sprintf("%s reads/s of `ZRANGE <top key of window %s> 0 %d REV WITHSCORES` of a uniformly random workload workspace", group(int64(c.QueryRate)), c.ReadWindow, ReadEntries-1)
 		}
 	}
 	fmt.Fprintf(w, "Offered load %s, measured for %s after a %s warm-up; %d ingest workers, %d partitions, batches of %s events or %s, scheduler every %s, K %d; %s; a freshness marker every %s. Redis %s (%s), broker: %s.\n\n",
@@ -1659,9 +1679,9 @@ func (r *PipelineReport) WriteMarkdown(w io.Writer) {
 	if len(r.Runs) > 1 {
 		fmt.Fprintf(w, "Medians of %d runs (seeds %d..%d).\n\n", len(r.Runs), r.Runs[0].Seed, r.Runs[len(r.Runs)-1].Seed)
 	}
-	writePhaseTable(w, r.Median)
+	writePhaseTable(w, r.Median, c.ReadWindow)
 	if len(r.Runs) > 1 {
-		writeRunsTable(w, r.Runs)
+		writeRunsTable(w, r.Runs, c.ReadWindow)
 	}
 	for _, s := range r.Searches {
 		writeSearch(w, s, r.SearchConfig)
@@ -1676,7 +1696,9 @@ func capitalize(s string) string {
 	return strings.ToUpper(s[:1]) + s[1:]
 }
 
-func writePhaseTable(w io.Writer, res PipelineResult) {
+// writePhaseTable writes the median table; the read rows name the window
+// read.
+func writePhaseTable(w io.Writer, res PipelineResult, readWindow string) {
 	phases := []PhaseResult{res.Pipeline}
 	header := "| | pipeline (pre-aggregated, Lua)"
 	align := "|---|---:"
@@ -1746,10 +1768,10 @@ func writePhaseTable(w io.Writer, res PipelineResult) {
 			return msString(get(p.Reads))
 		}
 	}
-	row("cached read p50", ratio("read_p50"), lat(func(l Latency) float64 { return l.P50 }))
-	row("cached read p99", ratio("read_p99"), lat(func(l Latency) float64 { return l.P99 }))
-	row("cached read p999", ratio("read_p999"), lat(func(l Latency) float64 { return l.P999 }))
-	row("read service time p50 / p99 / p999", "", func(p PhaseResult) string {
+	row("cached read p50, "+readWindow+" window", ratio("read_p50"), lat(func(l Latency) float64 { return l.P50 }))
+	row("cached read p99, "+readWindow+" window", ratio("read_p99"), lat(func(l Latency) float64 { return l.P99 }))
+	row("cached read p999, "+readWindow+" window", ratio("read_p999"), lat(func(l Latency) float64 { return l.P999 }))
+	row("read service time p50 / p99 / p999, "+readWindow+" window", "", func(p PhaseResult) string {
 		if p.ReadService.N == 0 {
 			return "—"
 		}
@@ -1817,8 +1839,8 @@ func byCommand(m map[string]float64, format string) string {
 	return strings.Join(parts, ", ")
 }
 
-func writeRunsTable(w io.Writer, runs []PipelineResult) {
-	fmt.Fprintln(w, "| run | design | ingest events/s | lag bounded | freshness p50 / p99 | read p99 | commands/event | Redis CPU |")
+func writeRunsTable(w io.Writer, runs []PipelineResult, readWindow string) {
+	fmt.Fprintf(w, "| run | design | ingest events/s | lag bounded | freshness p50 / p99 | read p50 / p99 (%s) | commands/event | Redis CPU |\n", readWindow)
 	fmt.Fprintln(w, "|---:|---|---:|---|---:|---:|---:|---:|")
 	for _, run := range runs {
 		phases := []PhaseResult{run.Pipeline}
@@ -1826,8 +1848,8 @@ func writeRunsTable(w io.Writer, runs []PipelineResult) {
 			phases = append(phases, *run.Naive)
 		}
 		for _, p := range phases {
-			fmt.Fprintf(w, "| %d | %s | %s | %s | %s / %s | %s | %.3f | %.2f s |\n", run.Run, p.Design, group(int64(p.IngestRate)),
-				boundedString(p.Lag), msString(p.Freshness.P50), msString(p.Freshness.P99), msString(p.Reads.P99),
+			fmt.Fprintf(w, "| %d | %s | %s | %s | %s / %s | %s / %s | %.3f | %.2f s |\n", run.Run, p.Design, group(int64(p.IngestRate)),
+				boundedString(p.Lag), msString(p.Freshness.P50), msString(p.Freshness.P99), msString(p.Reads.P50), msString(p.Reads.P99),
 				p.Redis.CommandsPerEvent, p.Redis.CPUSeconds)
 		}
 	}
@@ -1863,12 +1885,15 @@ func writeNotes(w io.Writer, r *PipelineReport) {
 	fmt.Fprint(w, `Notes:
 - Consumer lag = records the broker acknowledged that no worker has counted yet (for the pipeline, the lag behind its committed offsets), sampled every second of the measured period. It is *bounded* when the max of the last third is at most 2× max(max of the middle third, 1 s of offered load), at most 5 s of offered load, and the mean of the last third exceeds the mean of the first third by at most 1 s of offered load. At "as fast as possible" the producer keeps a capped backlog and the lag is not judged.
 - Freshness = from a marker event's produce call to the marker being the newest entry of the cached ranking of workspace "bench-marker" (polled every 10 ms); "≥" marks a percentile that reaches markers still not visible after the grace period.
-- Read latency is open loop: read i is due at start + i/rate and measured from then (no coordinated omission); the service time is from the actual send.
+- Read latency is open loop: read i is due at start + i/rate and measured from then (no coordinated omission); the service time is from the actual send. A read is empty when it finds no ranking (404, or no entries).
 - Redis commands per event leave out the benchmark's own reads, marker polls and INFO; commandstats calls also count the commands run inside Lua scripts. Redis CPU includes serving the reads.
 - Process CPU and RSS are this whole process: ingest workers and scheduler, but also the producer, the readers, the marker poller and, with an in-process broker, kfake holding every record of the phase in memory.
 - Naive baseline: one ZINCRBY and one EXPIREAT per event to the minute bucket, pipelined (DoMulti, `)
 	fmt.Fprintf(w, "%d events per call) per polled batch, then commit; no pre-aggregation, no Lua, no global view, no dead-letter topic. It keeps the scheduler's bookkeeping (workspace index, minute sets, dirty set) once per batch; the same scheduler refreshes its rankings with the seed's refresh (one MULTI/EXEC per workspace: ZUNIONSTORE of the window's 60 buckets, top K copied to the cached key), since its writes keep no running sum.\n", r.Config.NaiveChunk)
 	fmt.Fprintf(w, "- Counted events include the freshness markers (one every %s).\n", r.Config.MarkerEvery)
+	if c, ok := scheduler.DefaultCadence[r.Config.ReadWindow]; ok && r.Config.QueryRate > 0 {
+		fmt.Fprintf(w, "- The reads ask for the %s window, which the scheduler recomputes every %s (its default cadence, in a loop of its own): reads in between read the last pass's cached ranking, at the same cost.\n", r.Config.ReadWindow, c)
+	}
 	if r.Config.Workload == WorkloadVideo {
 		fmt.Fprintln(w, "- Workload B has one workspace, so every event has the same record key: one partition, one busy worker.")
 	}

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/topk-dev/topk/pkg/api"
 	"github.com/topk-dev/topk/pkg/internal/testenv"
 )
 
@@ -183,4 +185,86 @@ func TestMarkerChannelOrder(t *testing.T) {
 	if _, ok := parseMarker("c-001"); ok {
 		t.Error("parsed a non-marker")
 	}
+}
+
+// The read window: validated against the API's windows, named in the
+// reads' description and in every read row of the report, and asked for
+// by the HTTP reads.
+func TestPipelineReadWindow(t *testing.T) {
+	for _, win := range api.Windows {
+		if err := (PipelineConfig{ReadWindow: win}).Validate(); err != nil {
+			t.Errorf("read window %s: %v", win, err)
+		}
+	}
+	for _, win := range []string{"2h", "1H", "all-time"} {
+		err := PipelineConfig{ReadWindow: win}.Validate()
+		if want := fmt.Sprintf("read window must be one of 1h, 24h, 7d, 30d, all, got %q", win); err == nil || err.Error() != want {
+			t.Errorf("read window %q: error %v, want %q", win, err, want)
+		}
+	}
+	if c := (PipelineConfig{}).withDefaults(); c.ReadWindow != "1h" {
+		t.Errorf("default read window %q, want 1h", c.ReadWindow)
+	}
+
+	run := func(p50, p99 float64) PipelineResult {
+		return PipelineResult{Pipeline: PhaseResult{Design: "pipeline", Reads: Latency{N: 1000, P50: p50, P99: p99, P999: p99}, ReadService: Latency{N: 1000}}}
+	}
+	cfg := PipelineConfig{ReadVia: ReadTrending, ReadWindow: "24h", QueryRate: 1000}.withDefaults()
+	rep := &PipelineReport{Config: cfg, Runs: []PipelineResult{run(3, 30), run(4, 40)}, Median: run(3.5, 35)}
+	rep.Runs[0].Run, rep.Runs[1].Run = 1, 2
+	var md bytes.Buffer
+	rep.WriteMarkdown(&md)
+	for _, want := range []string{
+		"1,000 reads/s of `GET /trending?window=24h&k=100`",
+		"| cached read p50, 24h window | 3.50 ms |",
+		"| cached read p99, 24h window | 35 ms |",
+		"| cached read p999, 24h window | 35 ms |",
+		"| read service time p50 / p99 / p999, 24h window |",
+		"| read p50 / p99 (24h) |",
+		"| 3.00 ms / 30 ms |",
+		"The reads ask for the 24h window, which the scheduler recomputes every 1m0s",
+	} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md.String())
+		}
+	}
+	cfg.ReadVia = ReadHTTP
+	rep.Config = cfg
+	md.Reset()
+	rep.WriteMarkdown(&md)
+	if want := "`GET /v1/top?workspace=<uniformly random workload workspace>&window=24h&k=100`"; !strings.Contains(md.String(), want) {
+		t.Errorf("markdown lacks %q:\n%s", want, md.String())
+	}
+}
+
+// A tiny run reading the global 24h ranking over HTTP: every read is
+// answered (a bad window parameter would make them 400s, counted as
+// errors); before the window's first pass over traffic they are empty.
+func TestPipelineTinyRunReadWindow(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end benchmark run")
+	}
+	r := testenv.Redis(t)
+	k := testenv.Kafka(t, nil)
+	var progress testenv.SyncBuffer
+	cfg := PipelineConfig{
+		Workload: WorkloadChat, Workspaces: 20, Channels: 100, Rate: 1000,
+		Duration: 3 * time.Second, Warmup: time.Second, Partitions: 2, BatchAge: 200 * time.Millisecond,
+		Interval: 500 * time.Millisecond, QueryRate: 100, MarkerGrace: 3 * time.Second,
+		ReadVia: ReadTrending, ReadWindow: "24h",
+		RedisAddr: r.Addr(), Brokers: k.ListenAddrs(), Progress: &progress,
+	}
+	res, err := RunPipeline(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatalf("%v\nprogress:\n%s", err, progress.String())
+	}
+	if reads := res.Pipeline.Reads; reads.N < 200 || reads.Errors != 0 {
+		t.Errorf("reads %+v: want about 300, none failed\nprogress:\n%s", reads, progress.String())
+	}
+	for _, want := range []string{"the 24h window is refreshed every 1m0s, more than the 1s warm-up", "read p99 (24h window)"} {
+		if !strings.Contains(progress.String(), want) {
+			t.Errorf("progress lacks %q:\n%s", want, progress.String())
+		}
+	}
+	t.Logf("reads %+v", res.Pipeline.Reads)
 }

@@ -9,8 +9,10 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/topk-dev/topk/pkg/api"
 	"github.com/topk-dev/topk/pkg/bench"
 	"github.com/topk-dev/topk/pkg/ingest"
+	"github.com/topk-dev/topk/pkg/keys"
 )
 
 func benchPipelineCommand(env *Env) *cli.Command {
@@ -29,6 +31,7 @@ func benchPipelineCommand(env *Env) *cli.Command {
 		&cli.DurationFlag{Name: "interval", Value: time.Second, Usage: "scheduler refresh interval"},
 		&cli.IntFlag{Name: "k", Value: DefaultK, Usage: "entries kept in each cached ranking"},
 		&cli.StringFlag{Name: "read-via", Value: bench.ReadRedis, Usage: "how the cached reads are made: redis (ZRANGE of a random workspace's top key), http (GET /v1/top of a random workspace) or http-trending (GET /trending), the HTTP ones through topk serve's handler on loopback"},
+		&cli.StringFlag{Name: "read-window", Value: keys.Window1h, Usage: "window the cached reads ask for: " + strings.Join(api.Windows, ", ") + " (the scheduler recomputes the long ones at their default cadence, 24h every minute: warm up longer than that)"},
 		&cli.Float64Flag{Name: "query-rate", Value: bench.DefaultQueryRate, Usage: "cached reads per second while ingest runs (0: none)"},
 		&cli.DurationFlag{Name: "marker-every", Value: bench.DefaultMarkerEvery, Usage: "period of the freshness marker events"},
 		&cli.BoolFlag{Name: "naive", Usage: "also run the naive baseline (one ZINCRBY + EXPIREAT per event) on the same load"},
@@ -48,7 +51,7 @@ func benchPipelineCommand(env *Env) *cli.Command {
 	return &cli.Command{
 		Name:      "pipeline",
 		Usage:     "end-to-end benchmark: producer, ingest workers, scheduler and readers against Redis and a broker",
-		UsageText: "topk bench pipeline [--workload A|B] [--rate 50000] [--duration 60s] [--warmup 10s] [--workers 2] [--partitions 8] [--runs 3] [--naive] [--search] [--json] [--redis ADDR] [--brokers ADDRS]",
+		UsageText: "topk bench pipeline [--workload A|B] [--rate 50000] [--duration 60s] [--warmup 10s] [--workers 2] [--partitions 8] [--read-via redis|http|http-trending] [--read-window 1h|24h|7d|30d|all] [--runs 3] [--naive] [--search] [--json] [--redis ADDR] [--brokers ADDRS]",
 		Description: "Starts a throwaway redis-server and an in-process Kafka broker (or uses --redis and --brokers),\n" +
 			"produces the workload at the offered --rate (0: as fast as possible), runs --workers ingest\n" +
 			"workers and the scheduler in this process, and measures after --warmup, for --duration:\n" +
@@ -92,6 +95,7 @@ func benchPipeline(c *cli.Context, env *Env) error {
 		K:           c.Int("k"),
 		QueryRate:   c.Float64("query-rate"),
 		ReadVia:     c.String("read-via"),
+		ReadWindow:  c.String("read-window"),
 		MarkerEvery: c.Duration("marker-every"),
 		Naive:       c.Bool("naive"),
 		NaiveChunk:  c.Int("naive-chunk"),
@@ -161,6 +165,7 @@ func benchPipelineCommandLine(c *cli.Context) string {
 		"--k "+strconv.Itoa(c.Int("k")),
 		"--query-rate "+strconv.FormatFloat(c.Float64("query-rate"), 'f', -1, 64),
 		"--read-via "+c.String("read-via"),
+		"--read-window "+c.String("read-window"),
 		"--marker-every "+c.Duration("marker-every").String(),
 		"--seed "+strconv.FormatUint(c.Uint64("seed"), 10),
 		"--runs "+strconv.Itoa(c.Int("runs")),
