@@ -77,6 +77,8 @@ local function skip_group(a, b)
 end
 
 -- add_late adds a late count to the rollups its minute was folded into.
+-- (The caller keeps roll's f, the first hour with a bucket, at or below
+-- hour.)
 local function add_late(base, hour, closed, floor, hret, dret, member, n)
   local h = base .. 'h:' .. hour
   redis.call('ZINCRBY', h, n, member)
@@ -119,8 +121,8 @@ while k <= #KEYS do
     local through = tonumber(redis.call('GET', KEYS[k + 1]))
     local roll, fold = KEYS[k + 4], KEYS[k + 5]
     local base = string.sub(roll, 1, -5) -- "<prefix>:{w:<ws>}:"
-    local marks = redis.call('HMGET', roll, 'h', 'c', 'floor')
-    local folded, closed, floor = tonumber(marks[1]), tonumber(marks[2]), tonumber(marks[3]) or 0
+    local marks = redis.call('HMGET', roll, 'h', 'c', 'floor', 'f')
+    local folded, closed, floor, first_hour = tonumber(marks[1]), tonumber(marks[2]), tonumber(marks[3]) or 0, tonumber(marks[4])
     local latest, latest_in_win = 0, 0
     for i = 1, b do
       local bucket = KEYS[k + 5 + i]
@@ -131,6 +133,10 @@ while k <= #KEYS do
       local hour = math.floor(mi / 60)
       local late = folded ~= nil and mi <= folded
       local hour_closed = closed ~= nil and hour <= closed
+      if late and (first_hour == nil or hour < first_hour) then
+        first_hour = hour
+        redis.call('HSET', roll, 'f', hour)
+      end
       for _ = 1, n do
         redis.call('ZINCRBY', bucket, ARGV[a + 1], ARGV[a])
         if in_win then

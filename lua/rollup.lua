@@ -12,6 +12,8 @@
 --                  bucket and the all-time summary
 --           floor  the all-time summary's floor: the most an item it lacks
 --                  may have had
+--           f      the first hour with an hour bucket (windows.lua reads no
+--                  hour before it)
 --   fold  <prefix>:{w:<ws>}:fold  sorted set, minutes with counts not folded
 --         yet (ingest.lua adds them)
 --   The workspace's other keys are named from roll's:
@@ -154,6 +156,11 @@ local function rollup(roll, fold)
   end
   if #minutes > 0 then
     redis.call('ZREMRANGEBYSCORE', fold, '-inf', closed_minute)
+    local first_hour = math.floor(tonumber(minutes[1]) / 60)
+    local f = tonumber(redis.call('HGET', roll, 'f'))
+    if f == nil or first_hour < f then
+      redis.call('HSET', roll, 'f', first_hour)
+    end
   end
   -- Hours wholly at or before the closed minute can close. Before the
   -- first close, the first hour with counts bounds the scan; an hour

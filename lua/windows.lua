@@ -90,9 +90,20 @@ local function cache(base, name, buckets, first_ms, slack, below)
   return n
 end
 
--- cut returns the cut of a bucket (0 when it dropped nothing).
-local function cut(bucket)
-  return tonumber(redis.call('GET', bucket .. ':cut')) or 0
+-- cuts returns the sum of the cuts of buckets (a bucket that dropped
+-- nothing has none), in one MGET.
+local function cuts(buckets)
+  local sum = 0
+  for i = 1, #buckets, 1000 do
+    local keys = {}
+    for j = i, math.min(i + 999, #buckets) do
+      keys[#keys + 1] = buckets[j] .. ':cut'
+    end
+    for _, v in ipairs(redis.call('MGET', unpack(keys))) do
+      sum = sum + (tonumber(v) or 0)
+    end
+  end
+  return sum
 end
 
 local function exact()
@@ -100,27 +111,34 @@ local function exact()
 end
 
 -- span caches one window of `hours` whole hours before the current one.
-local function span(base, name, hours, closed, pending)
+-- Hours before first_hour (the first with a bucket; nil: none yet) hold
+-- nothing.
+local function span(base, name, hours, closed, first_hour, pending)
   local first = hour - hours
-  local buckets, slack = {}, 0
+  local buckets, rolled = {}, {}
   for _, p in ipairs(pending) do
     if math.floor(p.minute / 60) >= first then
       buckets[#buckets + 1] = p.key
     end
   end
   local h = first
+  if first_hour == nil then
+    h = hour + 1
+  elseif first_hour > h then
+    h = first_hour
+  end
   while h <= hour do
     if h % 24 == 0 and h + 23 <= hour and closed and h + 23 <= closed then
-      local d = base .. 'd:' .. math.floor(h / 24)
-      buckets[#buckets + 1] = d
-      slack = slack + cut(d)
+      rolled[#rolled + 1] = base .. 'd:' .. math.floor(h / 24)
       h = h + 24
     else
-      local hb = base .. 'h:' .. h
-      buckets[#buckets + 1] = hb
-      slack = slack + cut(hb)
+      rolled[#rolled + 1] = base .. 'h:' .. h
       h = h + 1
     end
+  end
+  local slack = cuts(rolled)
+  for _, b in ipairs(rolled) do
+    buckets[#buckets + 1] = b
   end
   return cache(base, name, buckets, first * 3600000, slack, exact)
 end
@@ -128,14 +146,14 @@ end
 -- all_time caches the all-time window: the summary, the hours not closed
 -- yet, and the minutes not folded yet. A member the summary holds may have
 -- its error fewer events than its count; one it lacks up to the floor more.
-local function all_time(base, closed, floor, pending)
+local function all_time(base, closed, floor, first_hour, pending)
   local all, all_err = base .. 'all', base .. 'all:err'
   local buckets = { all }
   for _, p in ipairs(pending) do
     buckets[#buckets + 1] = p.key
   end
-  if closed then
-    for h = closed + 1, hour do
+  if closed and first_hour then
+    for h = math.max(closed + 1, first_hour), hour do
       buckets[#buckets + 1] = base .. 'h:' .. h
     end
   end
@@ -170,8 +188,8 @@ local replies = {}
 for i = 1, #KEYS, 2 do
   local roll, fold = KEYS[i], KEYS[i + 1]
   local base = string.sub(roll, 1, -5) -- "<prefix>:{w:<ws>}:"
-  local marks = redis.call('HMGET', roll, 'c', 'floor')
-  local closed, floor = tonumber(marks[1]), tonumber(marks[2]) or 0
+  local marks = redis.call('HMGET', roll, 'c', 'floor', 'f')
+  local closed, floor, first_hour = tonumber(marks[1]), tonumber(marks[2]) or 0, tonumber(marks[3])
   local pending = {}
   for _, m in ipairs(redis.call('ZRANGE', fold, 0, -1)) do
     pending[#pending + 1] = { minute = tonumber(m), key = base .. 'm:' .. m }
@@ -180,9 +198,9 @@ for i = 1, #KEYS, 2 do
   for j = 5, #ARGV, 2 do
     local name, hours = ARGV[j], tonumber(ARGV[j + 1])
     if hours == 0 then
-      counts[#counts + 1] = all_time(base, closed, floor, pending)
+      counts[#counts + 1] = all_time(base, closed, floor, first_hour, pending)
     else
-      counts[#counts + 1] = span(base, name, hours, closed, pending)
+      counts[#counts + 1] = span(base, name, hours, closed, first_hour, pending)
     end
   end
   replies[#replies + 1] = counts
