@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
 
 	"github.com/urfave/cli/v2"
 
@@ -10,22 +12,43 @@ import (
 
 func benchMemoryCommand(env *Env) *cli.Command {
 	return &cli.Command{
-		Name:      "memory",
-		Usage:     "measure the Redis memory of a full hour of workload A, written in simulated time",
-		UsageText: "topk bench memory [--rate 200000] [--minutes 60] [--redis ADDR] [--json]",
-		Description: "Draws --minutes simulated minutes of workload A at --rate events per second, pre-aggregates\n" +
-			"each minute and writes it through the ingest path (buckets, running sums, global summaries),\n" +
-			"then refreshes every cache once. Reports used_memory after each minute and MEMORY USAGE by\n" +
-			"key family at the end. Without --redis it starts a throwaway redis-server; a given server\n" +
-			"gets keys under a fresh prefix, deleted afterwards (used_memory covers the whole server). At the defaults it needs about 9 GiB of\n" +
-			"memory for Redis and 10 minutes.",
+		Name:  "memory",
+		Usage: "measure the Redis memory of workload A, written in simulated time: an hour, a day, and 30 days extrapolated",
+		UsageText: "topk bench memory [--mode hour|day|30d] [--rate 200000] [--minutes 60] [--sample-minutes 2] [--hours 24]\n" +
+			"                  [--hour-json FILE] [--redis ADDR] [--json] [--save-json FILE]",
+		Description: "Draws workload A in simulated minutes, pre-aggregates each minute and writes it through the\n" +
+			"ingest path (buckets, running sums, rollup bookkeeping, global summaries) of a store set up as the\n" +
+			"product's (minute buckets kept 2 h, hour buckets 31 days, day buckets 400 days, rollups keep\n" +
+			"--keep members), runs the scheduler on the simulated clock, and reports MEMORY USAGE by key family.\n" +
+			"\n" +
+			"--mode hour (default): --minutes minutes at --rate events/s from the next clock hour, then one\n" +
+			"  scheduler tick (minute buckets, running sums, the open hour bucket, every cache). At the\n" +
+			"  defaults about 12 GiB of memory for Redis and 10-15 minutes.\n" +
+			"--mode day: --hours simulated hours ending at a UTC midnight, --sample-minutes minutes of each\n" +
+			"  written at --rate (the others empty), scheduler ticks on the simulated clock (in every minute\n" +
+			"  where something happens, or every minute with --every-minute), so hours and the day close;\n" +
+			"  keys are deleted once expired on the simulated clock. Closed buckets keep\n" +
+			"  min(distinct channels, --keep) members per workspace, which saturates with the events of an\n" +
+			"  hour: the report checks the sample against the full hour. About 20-30 minutes at the defaults.\n" +
+			"  With --hour-json (the --json output of an hour run) it also prints the 30-day extrapolation.\n" +
+			"--mode 30d: both, and the extrapolation of the steady state after 30 days at --rate.\n" +
+			"\n" +
+			"Without --redis it starts a throwaway redis-server; a given server gets keys under fresh\n" +
+			"prefixes, deleted afterwards (used_memory covers the whole server).",
 		Flags: []cli.Flag{
-			&cli.IntFlag{Name: "rate", Value: bench.DefaultMemoryRate, Usage: "events per simulated second"},
-			&cli.IntFlag{Name: "minutes", Value: bench.DefaultMemoryMinutes, Usage: "simulated minutes (at most 60: one window)"},
+			&cli.StringFlag{Name: "mode", Value: bench.MemoryModeHour, Usage: "hour, day or 30d"},
+			&cli.IntFlag{Name: "rate", Value: bench.DefaultMemoryRate, Usage: "events per simulated second of a minute written"},
+			&cli.IntFlag{Name: "minutes", Value: bench.DefaultMemoryMinutes, Usage: "hour run: simulated minutes (at most 60: one window)"},
+			&cli.IntFlag{Name: "sample-minutes", Value: bench.DefaultMemorySampleMinutes, Usage: "day run: minutes written per simulated hour (60: all)"},
+			&cli.IntFlag{Name: "hours", Value: bench.DefaultMemoryHours, Usage: "day run: simulated hours"},
+			&cli.BoolFlag{Name: "every-minute", Usage: "day run: tick the scheduler in every simulated minute, not only where something happens"},
+			&cli.StringFlag{Name: "hour-json", Usage: "day mode: extrapolate with the hour run of this file (the --json output of an hour or 30d run)"},
 			&cli.IntFlag{Name: "k", Value: bench.DefaultK, Usage: "entries per cached ranking"},
+			&cli.IntFlag{Name: "keep", Value: 0, Usage: "members a closed hour or day bucket keeps (0: the product's default, 500)"},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "generator seed"},
 			&cli.StringFlag{Name: "redis", Usage: "address of a single Redis server (empty: start a throwaway redis-server)"},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON for machines"},
+			&cli.StringFlag{Name: "save-json", Usage: "also write the JSON report to this file (for --hour-json)"},
 		},
 		Action: func(c *cli.Context) error { return benchMemory(c, env) },
 	}
@@ -33,9 +56,31 @@ func benchMemoryCommand(env *Env) *cli.Command {
 
 func benchMemory(c *cli.Context, env *Env) error {
 	ctx := c.Context
-	cfg := bench.MemoryConfig{Rate: c.Int("rate"), Minutes: c.Int("minutes"), K: c.Int("k"), Seed: c.Uint64("seed"), Progress: env.Err}
-	if cfg.Rate < 1 || cfg.Minutes < 1 || cfg.Minutes > 60 || cfg.K < 1 {
-		return cli.Exit("--rate and --k must be positive, --minutes in [1, 60]", exitUsage)
+	cfg := bench.MemoryConfig{
+		Mode: c.String("mode"), Rate: c.Int("rate"), Minutes: c.Int("minutes"), SampleMinutes: c.Int("sample-minutes"), Hours: c.Int("hours"), EveryMinute: c.Bool("every-minute"),
+		K: c.Int("k"), Keep: c.Int("keep"), Seed: c.Uint64("seed"), Progress: env.Err,
+	}
+	switch {
+	case cfg.Mode != bench.MemoryModeHour && cfg.Mode != bench.MemoryModeDay && cfg.Mode != bench.MemoryMode30d:
+		return cli.Exit(fmt.Sprintf("--mode %q: want hour, day or 30d", cfg.Mode), exitUsage)
+	case cfg.Rate < 1 || cfg.Hours < 1 || cfg.Minutes < 1 || cfg.Minutes > 60 || cfg.SampleMinutes < 1 || cfg.SampleMinutes > 60 || cfg.K < 1 || cfg.Keep < 0:
+		return cli.Exit("--rate, --hours and --k must be positive, --keep not negative, --minutes and --sample-minutes in [1, 60]", exitUsage)
+	}
+	if path := c.String("hour-json"); path != "" {
+		if cfg.Mode != bench.MemoryModeDay {
+			return cli.Exit("--hour-json goes with --mode day", exitUsage)
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return cli.Exit(err.Error(), exitUsage)
+		}
+		var prev struct {
+			Report *bench.MemoryReport `json:"report"`
+		}
+		if err := json.Unmarshal(data, &prev); err != nil || prev.Report == nil || prev.Report.Hour == nil {
+			return cli.Exit(fmt.Sprintf("--hour-json %s: not the JSON of a topk bench memory hour run (%v)", path, err), exitUsage)
+		}
+		cfg.HourRun = prev.Report.Hour
 	}
 	client, machine, done, err := benchRedis(c, env)
 	if err != nil {
@@ -46,11 +91,21 @@ func benchMemory(c *cli.Context, env *Env) error {
 	if err != nil {
 		return cli.Exit(err.Error(), 1)
 	}
+	out := struct {
+		Machine benchMachine        `json:"machine"`
+		Report  *bench.MemoryReport `json:"report"`
+	}{machine, rep}
+	if path := c.String("save-json"); path != "" {
+		data, err := json.MarshalIndent(out, "", "  ")
+		if err == nil {
+			err = os.WriteFile(path, append(data, '\n'), 0o644)
+		}
+		if err != nil {
+			return cli.Exit(fmt.Sprintf("--save-json: %v", err), 1)
+		}
+	}
 	if c.Bool("json") {
-		return writeJSON(env, struct {
-			Machine benchMachine        `json:"machine"`
-			Report  *bench.MemoryReport `json:"report"`
-		}{machine, rep})
+		return writeJSON(env, out)
 	}
 	fmt.Fprintf(env.Out, "## topk bench memory\n\nMachine: %s, %d CPUs%s, Go %s, Redis %s (%s).\n\n",
 		machine.OS, machine.CPUs, parens(machine.CPUModel), machine.GoVersion, machine.RedisVersion, machine.Redis)
