@@ -18,13 +18,9 @@ import (
 // channels, late events (some in hours already closed) and expiry on the
 // simulated clock. Every checkpoint's results must keep the documented
 // bounds, and the small workspaces' must be exact. `topk bench windows`
-// runs the full 35 days.
-//
-// Idle workspaces are left out (Idle: 0): a workspace whose last event
-// leaves a 24h/7d/30d window keeps its stale ranking for that window, a
-// known scheduler bug that `topk bench windows` reports. A run longer than
-// 31 days (the hour buckets' retention) also shows that the global
-// all-time window loses the hours past it. Turn both on once fixed.
+// runs the full 35 days, past the hour buckets' 31-day retention. The idle
+// workspace, active on a few days only, checks that a ranking empties once
+// its last events leave a window.
 func TestWindowsAgainstExactCounts(t *testing.T) {
 	r := testenv.Redis(t)
 	c := testenv.Client(t, r.Addr())
@@ -44,7 +40,7 @@ func TestWindowsAgainstExactCounts(t *testing.T) {
 		Small:         2,
 		SmallChannels: 20,
 		SmallRate:     1,
-		Idle:          0,
+		Idle:          1,
 		Skew:          1.1,
 		Trends:        2,
 		LateFraction:  0.05,
@@ -76,15 +72,15 @@ func TestWindowsAgainstExactCounts(t *testing.T) {
 	if want := 2*9 + 1; rep.Checkpoints != want {
 		t.Errorf("%d checkpoints, want %d", rep.Checkpoints, want)
 	}
-	if len(rep.Stats) != 5*3 {
-		t.Errorf("%d rows of statistics, want 15 (5 windows × heavy, small, global)", len(rep.Stats))
+	if len(rep.Stats) != 5*4 {
+		t.Errorf("%d rows of statistics, want 20 (5 windows × heavy, small, idle, global)", len(rep.Stats))
 	}
 	approximate := false
 	for _, s := range rep.Stats {
-		if s.Results != rep.Checkpoints*map[string]int{"heavy": 2, "small": 2, "global": 1}[s.Scope] {
+		if s.Results != rep.Checkpoints*map[string]int{"heavy": 2, "small": 2, "idle": 1, "global": 1}[s.Scope] {
 			t.Errorf("%s %s: %d results compared", s.Window, s.Scope, s.Results)
 		}
-		if s.Scope == "small" && s.Exact != s.Results {
+		if (s.Scope == "small" || s.Scope == "idle") && s.Exact != s.Results {
 			t.Errorf("%s %s: %d of %d results exact, want all (nothing truncates)", s.Window, s.Scope, s.Exact, s.Results)
 		}
 		if s.Window != "1h" && s.Scope == "heavy" && s.BoundZero < s.Results {

@@ -392,12 +392,17 @@ func (s *Scheduler) TickLong(ctx context.Context) (int, error) {
 		l.changed = map[string]struct{}{}
 		s.mu.Unlock()
 		// A new hour moves the old edge of a finite window: every workspace
-		// active in it changes. (The all-time window only grows, so it needs
-		// its changed workspaces alone, except on the first pass.)
+		// active in it since the last pass changes, including those whose
+		// last events just left it (their ranking empties). A first pass
+		// goes back as far as a cached ranking can live. (The all-time window
+		// only grows, so it needs its changed workspaces alone, except on
+		// the first pass.)
 		if newHour && (!l.win.AllTime() || l.last.IsZero()) {
 			since := int64(math.MinInt64)
-			if !l.win.AllTime() {
-				since = 60 * l.win.FirstHour(now)
+			if !l.win.AllTime() && !l.last.IsZero() {
+				since = 60 * l.win.FirstHour(l.last)
+			} else if !l.win.AllTime() {
+				since = 60 * (l.win.FirstHour(now) - int64(store.LongTTL/time.Hour) - 1)
 			}
 			active, err := s.p.Store.ActiveSince(ctx, since)
 			if err != nil {

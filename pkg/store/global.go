@@ -166,7 +166,7 @@ func (s *Store) spaceSavingAdd(gk keys.GlobalShard, m int64, items []weighted) [
 	})
 	var calls []call
 	capacity := strconv.Itoa(s.opts.Global.Capacity)
-	expire := strconv.FormatInt(s.win.ExpireAt(m), 10)
+	expire := strconv.FormatInt(s.summaryExpireAt(m), 10)
 	for len(items) > 0 {
 		part := items[:min(len(items), s.opts.MaxPairsPerCall)]
 		items = items[len(part):]

@@ -25,8 +25,9 @@ import (
 // result is written by global_roll.lua as a compare-and-set on its version,
 // so a rollup is idempotent. An hour's summary is rebuilt whenever one of
 // its minutes changes (a late event), for as long as the minute summaries
-// live (the minute retention); after that the hour is final, and only then
-// does it enter the all-time summary. Late events that arrive after that
+// live (they expire together, the minute retention after the hour's last
+// minute); after that the hour is final, and only then does it enter the
+// all-time summary. Late events that arrive after that
 // reach the workspaces' rollups (ingest.lua) but not the global ones.
 //
 // The RedisBloom backend keeps no mergeable summaries: with it, the global
@@ -47,9 +48,17 @@ const rollMargin = time.Minute
 // longWindows reports whether the backend keeps the global long windows.
 func (s *Store) longWindows() bool { return s.opts.Global.Backend == BackendLua }
 
+// summaryExpireAt is when the Space-Saving summary of minute m expires:
+// with the last minute of its hour, so that the whole hour can be rebuilt
+// from its minutes for the minute retention after the hour ends, whichever
+// of its minutes a late event reaches.
+func (s *Store) summaryExpireAt(m int64) int64 {
+	return s.win.ExpireAt(60*window.HourOf(m) + 59)
+}
+
 // live reports whether minute m's summary can still be read at now.
 func (g *GlobalRefresher) live(m int64, now time.Time) bool {
-	return g.s.win.ExpireAt(m) > now.Add(rollMargin).Unix()
+	return g.s.summaryExpireAt(m) > now.Add(rollMargin).Unix()
 }
 
 // Roll brings the global rollups up to date at now: the summaries of the
@@ -127,10 +136,15 @@ func (g *GlobalRefresher) rollShard(ctx context.Context, sh int, now time.Time, 
 // (the last hour it holds) up to lastFinal into it.
 func (g *GlobalRefresher) rollAllTime(ctx context.Context, sh int, gk keys.GlobalShard, lastFinal int64) error {
 	s := g.s
-	through, err := s.c.Do(ctx, s.c.B().Hget().Key(gk.RolledMeta(levelAll, 0)).Field("version").Build()).AsInt64()
-	if rueidis.IsRedisNil(err) {
+	expect, err := s.c.Do(ctx, s.c.B().Hget().Key(gk.RolledMeta(levelAll, 0)).Field("version").Build()).ToString()
+	var through int64
+	switch {
+	case rueidis.IsRedisNil(err):
 		// A new summary starts at the oldest hour that may still exist.
-		through, err = lastFinal-int64(s.opts.Rollup.HourRetention/time.Hour), nil
+		expect, err = "", nil
+		through = lastFinal - int64(s.opts.Rollup.HourRetention/time.Hour)
+	case err == nil:
+		through, err = strconv.ParseInt(expect, 10, 64)
 	}
 	if err != nil {
 		return fmt.Errorf("shard %d: all-time version: %w", sh, err)
@@ -150,7 +164,7 @@ func (g *GlobalRefresher) rollAllTime(ctx context.Context, sh int, gk keys.Globa
 	if err != nil {
 		return err
 	}
-	_, err = g.casRolled(ctx, sh, levelAll, 0, strconv.FormatInt(through, 10), lastFinal, append(all, sums...), 0)
+	_, err = g.casRolled(ctx, sh, levelAll, 0, expect, lastFinal, append(all, sums...), 0)
 	return err
 }
 
@@ -324,7 +338,7 @@ func (g *GlobalRefresher) refreshLong(ctx context.Context, now time.Time, k int,
 	} else {
 		res.WindowStart = time.Unix(0, 0)
 	}
-	return s.cacheGlobal(ctx, w.Name, longTTL, res)
+	return s.cacheGlobal(ctx, w.Name, LongTTL, res)
 }
 
 // windowSummaries returns the summaries of shard sh that cover window w at

@@ -92,7 +92,7 @@ func (s *Store) RefreshLong(ctx context.Context, workspaces []string, now time.T
 		return nil
 	}
 	args := []string{strconv.FormatInt(now.UnixMilli(), 10), strconv.FormatInt(window.Minute(now), 10),
-		strconv.Itoa(k), seconds(longTTL)}
+		strconv.Itoa(k), seconds(LongTTL)}
 	for _, w := range wins {
 		args = append(args, w.Name, strconv.FormatInt(w.Hours, 10))
 	}
@@ -110,10 +110,10 @@ func (s *Store) RefreshLong(ctx context.Context, workspaces []string, now time.T
 	return nil
 }
 
-// longTTL is how long a cached long-window ranking lives without a
-// refresh: a day, so that a scheduler outage leaves readers a stale (and
-// flagged) answer rather than none.
-const longTTL = 24 * time.Hour
+// LongTTL is how long a cached ranking of a finite long window lives
+// without a refresh: a day, so that a scheduler outage leaves readers a
+// stale (and flagged) answer rather than none.
+const LongTTL = 24 * time.Hour
 
 // perWorkspaceCalls runs fn over the workspaces in parts of
 // refreshGroupsPerCall (one on a cluster: one slot per call), in parallel,
