@@ -36,9 +36,11 @@ import (
 //
 //   - the hour run (mode "hour") writes one window at the full rate
 //     (200,000 events/s by default: 720 million events) from the start of
-//     a clock hour, then ticks once at its end: the minute buckets, the
-//     running sums, the open hour bucket (the hour's minutes folded into
-//     it, exact) and every cache;
+//     a clock hour, with a scheduler tick 59 s into every minute, and
+//     measures at the end of the hour: the minute buckets, the running
+//     sums, the open hour bucket (the hour's minutes folded into it, exact)
+//     and every cache. A tick a minute later closes the hour, which it
+//     times, and it measures again;
 //   - the day run (mode "day") simulates a day with the scheduler on the
 //     simulated clock, so minutes fold into hours, hours close (truncated
 //     to RollupOptions.Keep members) into the day and the all-time
@@ -201,6 +203,7 @@ type MemoryRun struct {
 	UsedMemoryAfter  int64               `json:"used_memory_after"`
 	Ticks            int                 `json:"ticks"`
 	TickErrors       int                 `json:"tick_errors"` // failed ticks, retried
+	Retries          int                 `json:"retries"`     // failed steps (writes and ticks), retried
 	MaxTickSeconds   float64             `json:"max_tick_seconds"`
 	MaxTickAt        time.Time           `json:"max_tick_at"` // simulated time of the slowest tick
 	// CloseSeconds is the hour run's wall time of the tick that closed the
@@ -335,9 +338,7 @@ func RunMemory(ctx context.Context, c rueidis.Client, cfg MemoryConfig) (*Memory
 	if rep.Hour == nil && rep.Day != nil && cfg.HourRun != nil {
 		rep.Hour = cfg.HourRun // an earlier run's, to extrapolate with
 	}
-	if rep.Hour != nil && rep.Day != nil {
-		rep.extrapolate(rep.Hour, rep.Day)
-	}
+	rep.Extrapolate()
 	rep.Seconds = time.Since(began).Seconds()
 	return rep, nil
 }
@@ -502,17 +503,9 @@ func (m *memoryRun) apply(ctx context.Context, mc minuteCounts) error {
 	// A busy machine can time a call out; Apply re-sends only the calls
 	// Redis did not acknowledge.
 	b := m.st.Prepare(mc.counts)
-	for attempt := 1; ; attempt++ {
-		err := m.st.Apply(ctx, b)
-		if err == nil {
-			break
-		}
-		if attempt == 5 || ctx.Err() != nil {
-			return fmt.Errorf("bench.memory: %w", err)
-		}
-		if m.cfg.Progress != nil {
-			fmt.Fprintf(m.cfg.Progress, "bench: memory: %v; retrying\n", err)
-		}
+	err := m.retry(ctx, "write", func() error { return m.st.Apply(ctx, b) })
+	if err != nil {
+		return err
 	}
 	for ws := range mc.counts {
 		m.active[ws] = struct{}{}
@@ -522,37 +515,65 @@ func (m *memoryRun) apply(ctx context.Context, mc minuteCounts) error {
 	return nil
 }
 
-// tick runs one scheduler tick at the simulated time *now, retried (at
-// the same time) when it fails: a tick that closes the hours of many
-// large workspaces can keep Redis busy past the client's timeout, and the
-// scheduler picks up where it stopped. It returns the tick's wall time.
-func (m *memoryRun) tick(ctx context.Context, sched *scheduler.Scheduler, now time.Time) (time.Duration, error) {
+// retryFor is how long retry keeps retrying a failing step.
+const retryFor = 15 * time.Minute
+
+// retry runs fn until it succeeds, backing off from 1 s to 5 s, for at
+// most retryFor. A script that runs long (closing the hours of many large
+// workspaces) keeps Redis from answering: other connections get BUSY, and
+// calls queued behind it time out on the client; the step's scripts are
+// idempotent, so the next attempt picks up what is left. It returns the
+// number of failed attempts in *failed.
+func (m *memoryRun) retry(ctx context.Context, what string, fn func() error) error {
 	began := time.Now()
-	for attempt := 1; ; attempt++ {
-		st, err := sched.Tick(ctx)
+	wait := time.Second
+	for {
+		err := fn()
 		if err == nil {
-			took := time.Since(began)
-			m.run.Ticks++
-			m.run.TickSeconds += took.Seconds()
-			if took.Seconds() > m.run.MaxTickSeconds {
-				m.run.MaxTickSeconds, m.run.MaxTickAt = took.Seconds(), now
-			}
-			if os.Getenv("TOPK_MEMORY_DEBUG") != "" && m.cfg.Progress != nil {
-				fmt.Fprintf(m.cfg.Progress, "bench: memory: tick at %s: %+v, %s\n", now.UTC().Format(time.TimeOnly), st, took.Round(time.Millisecond))
-			}
-			return took, nil
+			return nil
 		}
-		m.run.TickErrors++
-		// Each attempt gets at least the calls Redis finished before the
-		// timeout, and the scheduler does not redo them.
-		if attempt == 30 || ctx.Err() != nil {
-			return 0, fmt.Errorf("bench.memory: tick at %s: %w", now.UTC().Format(time.RFC3339), err)
+		m.run.Retries++
+		if time.Since(began) > retryFor || ctx.Err() != nil {
+			return fmt.Errorf("bench.memory: %s: %w", what, err)
 		}
 		if m.cfg.Progress != nil {
-			fmt.Fprintf(m.cfg.Progress, "bench: memory: tick at %s failed after %s: %v; retrying\n",
-				now.UTC().Format(time.TimeOnly), time.Since(began).Round(time.Millisecond), err)
+			fmt.Fprintf(m.cfg.Progress, "bench: memory: %s failed after %s: %v; retrying in %s\n",
+				what, time.Since(began).Round(time.Millisecond), err, wait)
 		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		wait = min(2*wait, 5*time.Second)
 	}
+}
+
+// tick runs one scheduler tick at the simulated time now, retried (at the
+// same time) when it fails. It returns the tick's wall time.
+func (m *memoryRun) tick(ctx context.Context, sched *scheduler.Scheduler, now time.Time) (time.Duration, error) {
+	began := time.Now()
+	retries := m.run.Retries
+	var st scheduler.TickStats
+	err := m.retry(ctx, "tick at "+now.UTC().Format(time.RFC3339), func() error {
+		var err error
+		st, err = sched.Tick(ctx)
+		return err
+	})
+	m.run.TickErrors += m.run.Retries - retries
+	if err != nil {
+		return 0, err
+	}
+	took := time.Since(began)
+	m.run.Ticks++
+	m.run.TickSeconds += took.Seconds()
+	if took.Seconds() > m.run.MaxTickSeconds {
+		m.run.MaxTickSeconds, m.run.MaxTickAt = took.Seconds(), now
+	}
+	if os.Getenv("TOPK_MEMORY_DEBUG") != "" && m.cfg.Progress != nil {
+		fmt.Fprintf(m.cfg.Progress, "bench: memory: tick at %s: %+v, %s\n", now.UTC().Format(time.TimeOnly), st, took.Round(time.Millisecond))
+	}
+	return took, nil
 }
 
 // finish measures the classes at simulated time now and fills the run.
@@ -585,11 +606,11 @@ func lastClosedHour(now time.Time) int64 {
 }
 
 // runMemoryHour writes cfg.Minutes minutes at cfg.Rate from the next
-// clock hour on (so the minutes fold into one hour bucket), then ticks
-// once at the end of the last minute and measures: minute buckets,
-// running sums, the open hour bucket and every cache. After a full hour it
-// then ticks once more, when the last minute's lateness has passed, which
-// closes the hour, and measures again.
+// clock hour on (so the minutes fold into one hour bucket), with a
+// scheduler tick 59 s into every minute, and measures at the end: minute
+// buckets, running sums, the open hour bucket and every cache. After a
+// full hour it ticks once more, when the last minute's lateness has
+// passed, which closes the hour, and measures again.
 func runMemoryHour(ctx context.Context, c rueidis.Client, cfg MemoryConfig, prefix string) (*MemoryRun, error) {
 	defer dropPrefix(ctx, c, prefix, cfg.Progress)
 	m, err := newMemoryRun(ctx, c, cfg, prefix, MemoryModeHour, cfg.Minutes)
@@ -604,6 +625,11 @@ func runMemoryHour(ctx context.Context, c rueidis.Client, cfg MemoryConfig, pref
 	for i := range minutes {
 		minutes[i] = i
 	}
+	var now time.Time
+	sched, err := scheduler.New(scheduler.Params{Store: m.st, K: cfg.K, Clock: func() time.Time { return now }, Cadence: longCadence(cfg)})
+	if err != nil {
+		return nil, fmt.Errorf("bench.memory: %w", err)
+	}
 	next := make(chan minuteCounts, 1)
 	drawCtx, stopDrawing := context.WithCancel(ctx)
 	defer stopDrawing()
@@ -614,6 +640,12 @@ func runMemoryHour(ctx context.Context, c rueidis.Client, cfg MemoryConfig, pref
 		}
 		if mc.hour != nil {
 			m.run.Hours = append(m.run.Hours, *mc.hour)
+		}
+		// 59 s into the minute: the minute before has passed its allowed
+		// lateness and folds into the hour bucket; the caches refresh.
+		now = start.Add(time.Duration(mc.index)*time.Minute + 59*time.Second)
+		if _, err := m.tick(ctx, sched, now); err != nil {
+			return nil, err
 		}
 		used, err := usedMemory(ctx, c)
 		if err != nil {
@@ -628,26 +660,15 @@ func runMemoryHour(ctx context.Context, c rueidis.Client, cfg MemoryConfig, pref
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	// One tick at the end of the last simulated minute folds the minutes
-	// whose lateness has passed into the hour bucket and builds every cache.
-	now := start.Add(time.Duration(cfg.Minutes)*time.Minute - time.Second)
-	sched, err := scheduler.New(scheduler.Params{Store: m.st, K: cfg.K, Clock: func() time.Time { return now }})
-	if err != nil {
-		return nil, fmt.Errorf("bench.memory: %w", err)
-	}
-	if _, err := m.tick(ctx, sched, now); err != nil {
-		return nil, err
-	}
 	if err := m.finish(ctx, now); err != nil {
 		return nil, err
 	}
 	if cfg.Minutes < 60 {
 		return m.run, nil
 	}
-	// 30 s into the next minute the last minute's lateness has passed: the
-	// tick folds it and closes the hour (all-time summary, truncation, day
-	// bucket).
-	now = now.Add(time.Minute + 31*time.Second)
+	// A minute later the last minute's lateness has passed: the tick folds
+	// it and closes the hour (all-time summary, truncation, day bucket).
+	now = now.Add(time.Minute)
 	if cfg.Progress != nil {
 		fmt.Fprintf(cfg.Progress, "bench: memory: hour run: closing the hour, %s elapsed\n", time.Since(m.began).Round(time.Second))
 	}
@@ -736,6 +757,15 @@ func slowest(ctx context.Context, c rueidis.Client) (float64, string, error) {
 	return float64(longest) / 1e6, cmd, nil
 }
 
+// longCadence is the scheduler's cadence of the long windows in the runs.
+func longCadence(cfg MemoryConfig) map[string]time.Duration {
+	cadence := map[string]time.Duration{}
+	for name := range scheduler.DefaultCadence {
+		cadence[name] = cfg.LongCadence
+	}
+	return cadence
+}
+
 // sampleMinutes returns the minutes (from the start) of hours hours that
 // the day run writes: k per hour, spread evenly.
 func sampleMinutes(hours, k int) []int {
@@ -770,11 +800,7 @@ func runMemoryDay(ctx context.Context, c rueidis.Client, cfg MemoryConfig, prefi
 	start := end.Add(-span)
 	m.run.Start = start
 	var now time.Time
-	cadence := map[string]time.Duration{}
-	for name := range scheduler.DefaultCadence {
-		cadence[name] = cfg.LongCadence
-	}
-	sched, err := scheduler.New(scheduler.Params{Store: m.st, K: cfg.K, Clock: func() time.Time { return now }, Cadence: cadence})
+	sched, err := scheduler.New(scheduler.Params{Store: m.st, K: cfg.K, Clock: func() time.Time { return now }, Cadence: longCadence(cfg)})
 	if err != nil {
 		return nil, fmt.Errorf("bench.memory: %w", err)
 	}
@@ -1138,8 +1164,15 @@ func perUnit(bytes int64, n int) int64 {
 	return bytes / int64(n)
 }
 
-// extrapolate computes the steady state after MemoryDays days at the hour
-// run's rate from the two runs.
+// Extrapolate computes the steady state after MemoryDays days at the hour
+// run's rate from the two runs, if the report has both.
+func (r *MemoryReport) Extrapolate() {
+	if r.Hour == nil || r.Day == nil || len(r.Hour.Classes) != numClasses || len(r.Day.Classes) != numClasses {
+		return
+	}
+	r.extrapolate(r.Hour, r.Day)
+}
+
 func (r *MemoryReport) extrapolate(h, d *MemoryRun) {
 	// The runs' store used the product's default retentions.
 	minuteRet := int64(window.DefaultMinuteRetention / time.Minute)
@@ -1169,6 +1202,9 @@ func (r *MemoryReport) extrapolate(h, d *MemoryRun) {
 	perGlobalHour := perUnit(dc[clGlobalHour].Bytes, d.GlobalHours)
 	perGlobalDay := perUnit(dc[clGlobalDay].Bytes, d.GlobalDays)
 	scaleMinutes := func(b int64) int64 { return b * minuteRet / int64(h.Minutes) }
+	// The global minute summaries of an hour expire with its last minute:
+	// just before an hour ends, those of the two hours before it live too.
+	summaryMinutes := minuteRet + 59
 	rows := []MemoryRow{
 		{"minute buckets", fmt.Sprintf("%s: %s for %d minutes × %d / %d", hr, mib(hc[clMinute].Bytes), h.Minutes, minuteRet, h.Minutes), scaleMinutes(hc[clMinute].Bytes)},
 		{"running window sums", fmt.Sprintf("%s: %s × 1", hr, mib(hc[clWin].Bytes)), hc[clWin].Bytes},
@@ -1181,7 +1217,8 @@ func (r *MemoryReport) extrapolate(h, d *MemoryRun) {
 		{"cached rankings 1h", fmt.Sprintf("%s: %s × 1", hr, mib(hc[clTop1h].Bytes)), hc[clTop1h].Bytes},
 		{"cached rankings 24h, 7d, 30d, all", fmt.Sprintf("%s: %s + %s + %s + %s", dr, mib(dc[clTop24h].Bytes), mib(dc[clTop7d].Bytes), mib(dc[clTop30d].Bytes), mib(dc[clTopAll].Bytes)),
 			dc[clTop24h].Bytes + dc[clTop7d].Bytes + dc[clTop30d].Bytes + dc[clTopAll].Bytes},
-		{"global minute summaries", fmt.Sprintf("%s: %s for %d minutes × %d / %d", hr, mib(hc[clGlobalMinute].Bytes), h.Minutes, minuteRet, h.Minutes), scaleMinutes(hc[clGlobalMinute].Bytes)},
+		{"global minute summaries", fmt.Sprintf("%s: %s for %d minutes × %d / %d (an hour's expire together, with its last minute)", hr, mib(hc[clGlobalMinute].Bytes), h.Minutes, summaryMinutes, h.Minutes),
+			hc[clGlobalMinute].Bytes * summaryMinutes / int64(h.Minutes)},
 		{"global hour summaries", fmt.Sprintf("%s: %s per hour × %d hours", dr, mib(perGlobalHour), hourRet), perGlobalHour * int64(hourRet)},
 		{"global day summaries", fmt.Sprintf("%s: %s per day × %d days", dr, mib(perGlobalDay), days), perGlobalDay * int64(days)},
 		{"global all-time summaries", fmt.Sprintf("%s: %s × 1", dr, mib(dc[clGlobalAll].Bytes)), dc[clGlobalAll].Bytes},
@@ -1211,8 +1248,8 @@ func (r *MemoryReport) WriteMarkdown(w io.Writer) {
 				fmt.Fprintf(w, "| %d | %s | %s |\n", m.Minute, group(m.Pairs), mib(m.UsedMemory))
 			}
 		}
-		fmt.Fprintf(w, "\nused_memory: %s before, %s after the minutes and one scheduler tick at the end of the last (which folds the minutes whose lateness has passed into the hour bucket and builds every cache): %s for the data.\n\n",
-			mib(h.UsedMemoryBefore), mib(h.UsedMemoryAfter), mib(h.UsedMemoryAfter-h.UsedMemoryBefore))
+		fmt.Fprintf(w, "\nA scheduler tick 59 s into every minute (each folds the minute before into the hour bucket; long windows refreshed every %s); %d failed attempts retried. used_memory: %s before, %s at the end of the last minute: %s for the data.\n\n",
+			r.Config.LongCadence, h.TickErrors, mib(h.UsedMemoryBefore), mib(h.UsedMemoryAfter), mib(h.UsedMemoryAfter-h.UsedMemoryBefore))
 		h.writeHours(w)
 		h.writeClasses(w, h.Classes, h.Parts)
 		perWS := perUnit(classTotal(h.Classes), h.Workspaces)

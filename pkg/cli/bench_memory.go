@@ -15,15 +15,16 @@ func benchMemoryCommand(env *Env) *cli.Command {
 		Name:  "memory",
 		Usage: "measure the Redis memory of workload A, written in simulated time: an hour, a day, and 30 days extrapolated",
 		UsageText: "topk bench memory [--mode hour|day|30d] [--rate 200000] [--minutes 60] [--sample-minutes 2] [--hours 24]\n" +
-			"                  [--hour-json FILE] [--redis ADDR] [--json] [--save-json FILE]",
+			"                  [--hour-json FILE] [--report-json FILE] [--redis ADDR] [--json] [--save-json FILE]",
 		Description: "Draws workload A in simulated minutes, pre-aggregates each minute and writes it through the\n" +
 			"ingest path (buckets, running sums, rollup bookkeeping, global summaries) of a store set up as the\n" +
 			"product's (minute buckets kept 2 h, hour buckets 31 days, day buckets 400 days, rollups keep\n" +
 			"--keep members), runs the scheduler on the simulated clock, and reports MEMORY USAGE by key family.\n" +
 			"\n" +
-			"--mode hour (default): --minutes minutes at --rate events/s from the next clock hour, then one\n" +
-			"  scheduler tick (minute buckets, running sums, the open hour bucket, every cache). At the\n" +
-			"  defaults about 12 GiB of memory for Redis and 10-15 minutes.\n" +
+			"--mode hour (default): --minutes minutes at --rate events/s from the next clock hour, with a\n" +
+			"  scheduler tick in every simulated minute (minute buckets, running sums, the open hour bucket,\n" +
+			"  every cache), then a tick that closes the hour. At the defaults about 13 GiB of memory for\n" +
+			"  Redis and 30 minutes.\n" +
 			"--mode day: --hours simulated hours ending at a UTC midnight, --sample-minutes minutes of each\n" +
 			"  written at --rate (the others empty), scheduler ticks on the simulated clock (in every minute\n" +
 			"  where something happens, or every minute with --every-minute), so hours and the day close;\n" +
@@ -32,6 +33,8 @@ func benchMemoryCommand(env *Env) *cli.Command {
 			"  hour: the report checks the sample against the full hour. About 20-30 minutes at the defaults.\n" +
 			"  With --hour-json (the --json output of an hour run) it also prints the 30-day extrapolation.\n" +
 			"--mode 30d: both, and the extrapolation of the steady state after 30 days at --rate.\n" +
+			"--report-json FILE prints a saved report (--save-json or --json) without running anything;\n" +
+			"  with --hour-json it extrapolates a saved day run with a saved hour run.\n" +
 			"\n" +
 			"Without --redis it starts a throwaway redis-server; a given server gets keys under fresh\n" +
 			"prefixes, deleted afterwards (used_memory covers the whole server).",
@@ -43,6 +46,7 @@ func benchMemoryCommand(env *Env) *cli.Command {
 			&cli.IntFlag{Name: "hours", Value: bench.DefaultMemoryHours, Usage: "day run: simulated hours"},
 			&cli.BoolFlag{Name: "every-minute", Usage: "day run: tick the scheduler in every simulated minute, not only where something happens"},
 			&cli.StringFlag{Name: "hour-json", Usage: "day mode: extrapolate with the hour run of this file (the --json output of an hour or 30d run)"},
+			&cli.StringFlag{Name: "report-json", Usage: "run nothing: print the report of this file (--json output), extrapolated with --hour-json's hour run if given"},
 			&cli.IntFlag{Name: "k", Value: bench.DefaultK, Usage: "entries per cached ranking"},
 			&cli.IntFlag{Name: "keep", Value: 0, Usage: "members a closed hour or day bucket keeps (0: the product's default, 500)"},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "generator seed"},
@@ -52,6 +56,27 @@ func benchMemoryCommand(env *Env) *cli.Command {
 		},
 		Action: func(c *cli.Context) error { return benchMemory(c, env) },
 	}
+}
+
+// memoryJSON is the --json output of topk bench memory.
+type memoryJSON struct {
+	Machine benchMachine        `json:"machine"`
+	Report  *bench.MemoryReport `json:"report"`
+}
+
+func readMemoryJSON(path string) (*memoryJSON, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out memoryJSON
+	if err := json.Unmarshal(data, &out); err != nil {
+		return nil, err
+	}
+	if out.Report == nil {
+		return nil, fmt.Errorf("no report in %s", path)
+	}
+	return &out, nil
 }
 
 func benchMemory(c *cli.Context, env *Env) error {
@@ -67,34 +92,39 @@ func benchMemory(c *cli.Context, env *Env) error {
 		return cli.Exit("--rate, --hours and --k must be positive, --keep not negative, --minutes and --sample-minutes in [1, 60]", exitUsage)
 	}
 	if path := c.String("hour-json"); path != "" {
-		if cfg.Mode != bench.MemoryModeDay {
-			return cli.Exit("--hour-json goes with --mode day", exitUsage)
+		if cfg.Mode != bench.MemoryModeDay && c.String("report-json") == "" {
+			return cli.Exit("--hour-json goes with --mode day or --report-json", exitUsage)
 		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return cli.Exit(err.Error(), exitUsage)
-		}
-		var prev struct {
-			Report *bench.MemoryReport `json:"report"`
-		}
-		if err := json.Unmarshal(data, &prev); err != nil || prev.Report == nil || prev.Report.Hour == nil {
+		prev, err := readMemoryJSON(path)
+		if err != nil || prev.Report.Hour == nil {
 			return cli.Exit(fmt.Sprintf("--hour-json %s: not the JSON of a topk bench memory hour run (%v)", path, err), exitUsage)
 		}
 		cfg.HourRun = prev.Report.Hour
 	}
-	client, machine, done, err := benchRedis(c, env)
-	if err != nil {
-		return err
+	var out memoryJSON
+	if path := c.String("report-json"); path != "" {
+		prev, err := readMemoryJSON(path)
+		if err != nil {
+			return cli.Exit(fmt.Sprintf("--report-json %s: %v", path, err), exitUsage)
+		}
+		out = *prev
+		if cfg.HourRun != nil {
+			out.Report.Hour = cfg.HourRun
+		}
+		out.Report.Extrapolate()
+	} else {
+		client, machine, done, err := benchRedis(c, env)
+		if err != nil {
+			return err
+		}
+		defer done()
+		rep, err := bench.RunMemory(ctx, client, cfg)
+		if err != nil {
+			return cli.Exit(err.Error(), 1)
+		}
+		out = memoryJSON{machine, rep}
 	}
-	defer done()
-	rep, err := bench.RunMemory(ctx, client, cfg)
-	if err != nil {
-		return cli.Exit(err.Error(), 1)
-	}
-	out := struct {
-		Machine benchMachine        `json:"machine"`
-		Report  *bench.MemoryReport `json:"report"`
-	}{machine, rep}
+	machine, rep := out.Machine, out.Report
 	if path := c.String("save-json"); path != "" {
 		data, err := json.MarshalIndent(out, "", "  ")
 		if err == nil {
