@@ -25,7 +25,11 @@
 --          capacity of the all-time summary
 -- ARGV[3]  retention of hour buckets, seconds after the hour ends
 -- ARGV[4]  retention of day buckets, seconds after the day ends
--- Reply    integer: the number of hours closed.
+-- ARGV[5]  the most minutes one group folds in this call: a group with more
+--          to fold (a scheduler catching up) folds the oldest ones and
+--          stops there, so that no call blocks Redis for long
+-- Reply    array: the number of hours closed, then the numbers (from 1) of
+--          the groups that have more to fold; the caller calls again.
 --
 -- Idempotent: h and c only move forward, and a minute or an hour is folded
 -- in the same atomic step that moves its watermark past it, so a second
@@ -52,6 +56,7 @@
 local closed_minute = tonumber(ARGV[1])
 local keep = tonumber(ARGV[2])
 local hret, dret = tonumber(ARGV[3]), tonumber(ARGV[4])
+local max_minutes = tonumber(ARGV[5])
 
 -- add_into adds the members of src to dst and sets dst's expiry.
 local function add_into(dst, src, expire_at)
@@ -141,31 +146,40 @@ local function close_day(base, day)
   add_cut(d, (truncate(d, keep)), (day + 1) * 86400 + dret)
 end
 
--- rollup does one workspace; it returns the number of hours closed.
+-- rollup does one workspace; it returns the number of hours closed and
+-- whether minutes up to closed_minute are left to fold.
 local function rollup(roll, fold)
   local base = string.sub(roll, 1, -5) -- "<prefix>:{w:<ws>}:"
   local marks = redis.call('HMGET', roll, 'h', 'c', 'floor')
   local folded, closed, floor = tonumber(marks[1]), tonumber(marks[2]), tonumber(marks[3]) or 0
   if folded and folded >= closed_minute then
-    return 0
+    return 0, false
   end
-  local minutes = redis.call('ZRANGE', fold, '-inf', closed_minute, 'BYSCORE')
+  -- Fold at most max_minutes; then everything before the next minute to
+  -- fold is folded, and that is as far as this call goes.
+  local upto = closed_minute
+  local minutes = redis.call('ZRANGE', fold, '-inf', closed_minute, 'BYSCORE', 'LIMIT', 0, max_minutes + 1)
+  local more = #minutes > max_minutes
+  if more then
+    upto = tonumber(minutes[max_minutes + 1]) - 1
+    minutes[max_minutes + 1] = nil
+  end
   for _, minute in ipairs(minutes) do
     local hour = math.floor(tonumber(minute) / 60)
     add_into(base .. 'h:' .. hour, base .. 'm:' .. minute, (hour + 1) * 3600 + hret)
   end
   if #minutes > 0 then
-    redis.call('ZREMRANGEBYSCORE', fold, '-inf', closed_minute)
+    redis.call('ZREMRANGEBYSCORE', fold, '-inf', upto)
     local first_hour = math.floor(tonumber(minutes[1]) / 60)
     local f = tonumber(redis.call('HGET', roll, 'f'))
     if f == nil or first_hour < f then
       redis.call('HSET', roll, 'f', first_hour)
     end
   end
-  -- Hours wholly at or before the closed minute can close. Before the
+  -- Hours wholly at or before the last minute folded can close. Before the
   -- first close, the first hour with counts bounds the scan; an hour
   -- without a bucket has nothing to close.
-  local last_hour = math.floor((closed_minute + 1) / 60) - 1
+  local last_hour = math.floor((upto + 1) / 60) - 1
   if closed == nil then
     local first = folded or tonumber(minutes[1])
     closed = first and math.floor(first / 60) - 1 or last_hour
@@ -182,12 +196,16 @@ local function rollup(roll, fold)
       close_day(base, math.floor(hour / 24))
     end
   end
-  redis.call('HSET', roll, 'h', closed_minute, 'c', math.max(closed, last_hour), 'floor', floor)
-  return n
+  redis.call('HSET', roll, 'h', upto, 'c', math.max(closed, last_hour), 'floor', floor)
+  return n, more
 end
 
-local closed_hours = 0
+local reply = { 0 }
 for i = 1, #KEYS, 2 do
-  closed_hours = closed_hours + rollup(KEYS[i], KEYS[i + 1])
+  local n, more = rollup(KEYS[i], KEYS[i + 1])
+  reply[1] = reply[1] + n
+  if more then
+    reply[#reply + 1] = (i + 1) / 2
+  end
 end
-return closed_hours
+return reply

@@ -55,35 +55,58 @@ func seconds(d time.Duration) string { return strconv.FormatInt(int64(d/time.Sec
 
 // Rollup folds the workspaces' minutes up to closed (a unix minute whose
 // allowed lateness has passed) into their hour buckets, and closes the
-// hours that ended, in calls of many workspaces (one on a cluster). It is
-// idempotent, and returns the number of hours closed.
+// hours that ended, in calls of a few workspaces (one on a cluster). A
+// workspace with many minutes to fold (a scheduler catching up) takes
+// several calls, rollupMinutesPerCall minutes each, so that no call holds
+// Redis for long. It is idempotent, and returns the number of hours closed.
 func (s *Store) Rollup(ctx context.Context, workspaces []string, closed int64) (int, error) {
 	args := []string{strconv.FormatInt(closed, 10), strconv.Itoa(s.opts.Rollup.Keep),
-		seconds(s.opts.Rollup.HourRetention), seconds(s.opts.Rollup.DayRetention)}
+		seconds(s.opts.Rollup.HourRetention), seconds(s.opts.Rollup.DayRetention), strconv.Itoa(rollupMinutesPerCall)}
 	var (
 		mu    sync.Mutex
 		total int
 	)
-	err := s.perWorkspaceCalls(workspaces, func(part []string) error {
-		ks := make([]string, 0, 2*len(part))
-		for _, ws := range part {
-			wk := s.keys.Workspace(ws)
-			ks = append(ks, wk.Roll(), wk.Fold())
-		}
-		n, err := lua.Rollup.Exec(ctx, s.c, ks, args).AsInt64()
+	for len(workspaces) > 0 {
+		var more []string
+		err := s.perWorkspaceCalls(workspaces, rollupGroupsPerCall, func(part []string) error {
+			ks := make([]string, 0, 2*len(part))
+			for _, ws := range part {
+				wk := s.keys.Workspace(ws)
+				ks = append(ks, wk.Roll(), wk.Fold())
+			}
+			reply, err := lua.Rollup.Exec(ctx, s.c, ks, args).AsIntSlice()
+			if err != nil {
+				return err
+			}
+			if len(reply) == 0 {
+				return fmt.Errorf("%w: rollup.lua replied %v", ErrBadReply, reply)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			total += int(reply[0])
+			for _, g := range reply[1:] {
+				if g < 1 || int(g) > len(part) {
+					return fmt.Errorf("%w: rollup.lua named group %d of %d", ErrBadReply, g, len(part))
+				}
+				more = append(more, part[g-1])
+			}
+			return nil
+		})
 		if err != nil {
-			return err
+			return total, fmt.Errorf("store.rollup: %w", err)
 		}
-		mu.Lock()
-		total += int(n)
-		mu.Unlock()
-		return nil
-	})
-	if err != nil {
-		return total, fmt.Errorf("store.rollup: %w", err)
+		workspaces = more
 	}
 	return total, nil
 }
+
+// A rollup call folds at most rollupMinutesPerCall minutes of each of at
+// most rollupGroupsPerCall workspaces: about 40 bucket merges, a few ms for
+// buckets of a thousand members.
+const (
+	rollupMinutesPerCall = 5
+	rollupGroupsPerCall  = 8
+)
 
 // RefreshLong recomputes and caches the workspaces' top k over the given
 // long windows at now (windows.lua).
@@ -96,7 +119,7 @@ func (s *Store) RefreshLong(ctx context.Context, workspaces []string, now time.T
 	for _, w := range wins {
 		args = append(args, w.Name, strconv.FormatInt(w.Hours, 10))
 	}
-	err := s.perWorkspaceCalls(workspaces, func(part []string) error {
+	err := s.perWorkspaceCalls(workspaces, windowsGroupsPerCall, func(part []string) error {
 		ks := make([]string, 0, 2*len(part))
 		for _, ws := range part {
 			wk := s.keys.Workspace(ws)
@@ -115,11 +138,14 @@ func (s *Store) RefreshLong(ctx context.Context, workspaces []string, now time.T
 // stale (and flagged) answer rather than none.
 const LongTTL = 24 * time.Hour
 
-// perWorkspaceCalls runs fn over the workspaces in parts of
-// refreshGroupsPerCall (one on a cluster: one slot per call), in parallel,
-// and returns the first error with the number of workspaces that failed.
-func (s *Store) perWorkspaceCalls(workspaces []string, fn func(part []string) error) error {
-	per := refreshGroupsPerCall
+// windowsGroupsPerCall is how many workspaces one windows.lua call
+// carries: each costs about 0.1 ms per window.
+const windowsGroupsPerCall = 16
+
+// perWorkspaceCalls runs fn over the workspaces in parts of per (one on a
+// cluster: one slot per call), in parallel, and returns the first error
+// with the number of workspaces that failed.
+func (s *Store) perWorkspaceCalls(workspaces []string, per int, fn func(part []string) error) error {
 	if s.cluster {
 		per = 1
 	}
