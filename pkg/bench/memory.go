@@ -537,15 +537,45 @@ func (m *memoryRun) retry(ctx context.Context, what string, fn func() error) err
 			return fmt.Errorf("bench.memory: %s: %w", what, err)
 		}
 		if m.cfg.Progress != nil {
-			fmt.Fprintf(m.cfg.Progress, "bench: memory: %s failed after %s: %v; retrying in %s\n",
-				what, time.Since(began).Round(time.Millisecond), err, wait)
+			fmt.Fprintf(m.cfg.Progress, "bench: memory: %s failed after %s: %v; retrying once Redis is idle\n",
+				what, time.Since(began).Round(time.Millisecond), err)
 		}
+		// The calls that timed out still run in Redis: retrying before
+		// they are done would only queue more behind them.
+		if err := waitIdle(ctx, m.c, wait); err != nil {
+			return err
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+}
+
+// waitIdle waits at least pause, then until Redis has run no command but
+// this one's INFO for a second (at most 10 minutes).
+func waitIdle(ctx context.Context, c rueidis.Client, pause time.Duration) error {
+	deadline := time.Now().Add(10 * time.Minute)
+	last := int64(-1)
+	for {
 		select {
-		case <-time.After(wait):
+		case <-time.After(pause):
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		wait = min(2*wait, 5*time.Second)
+		pause = time.Second
+		m, err := info(ctx, c, "stats")
+		if err != nil {
+			if time.Now().After(deadline) {
+				return err
+			}
+			continue // BUSY or a timeout: not idle
+		}
+		n, err := strconv.ParseInt(m["total_commands_processed"], 10, 64)
+		if err != nil {
+			return fmt.Errorf("bench.memory: INFO stats: total_commands_processed=%q", m["total_commands_processed"])
+		}
+		if (last >= 0 && n-last <= 1) || time.Now().After(deadline) {
+			return nil
+		}
+		last = n
 	}
 }
 
