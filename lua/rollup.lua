@@ -101,20 +101,30 @@ local function add_cut(bucket, v, expire_at)
 end
 
 -- merge_all merges the exact hour bucket into the all-time summary and
--- returns the new floor.
+-- returns the new floor. Members new to the summary first enter at the
+-- floor (which is their error), then one ZUNIONSTORE adds the hour's
+-- counts to everyone, so the work per member is done in C.
 local function merge_all(base, hour_key, floor)
   local all, errs = base .. 'all', base .. 'all:err'
-  local counts = redis.call('ZRANGE', hour_key, 0, -1, 'WITHSCORES')
-  for i = 1, #counts, 2 do
-    if redis.call('ZSCORE', all, counts[i]) then
-      redis.call('ZINCRBY', all, counts[i + 1], counts[i])
-    else
-      redis.call('ZADD', all, floor + tonumber(counts[i + 1]), counts[i])
-      if floor > 0 then
-        redis.call('ZADD', errs, floor, counts[i])
+  if floor > 0 then
+    local members = redis.call('ZRANGE', hour_key, 0, -1)
+    for i = 1, #members, 1000 do
+      local part = { unpack(members, i, math.min(i + 999, #members)) }
+      local present = redis.call('ZMSCORE', all, unpack(part))
+      local enter = {}
+      for j, m in ipairs(part) do
+        if not present[j] then
+          enter[#enter + 1] = floor
+          enter[#enter + 1] = m
+        end
+      end
+      if #enter > 0 then
+        redis.call('ZADD', all, unpack(enter))
+        redis.call('ZADD', errs, unpack(enter))
       end
     end
   end
+  redis.call('ZUNIONSTORE', all, 2, all, hour_key)
   local dropped_max, dropped = truncate(all, keep)
   if #dropped > 0 then
     for i = 1, #dropped, 1000 do

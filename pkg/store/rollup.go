@@ -101,11 +101,12 @@ func (s *Store) Rollup(ctx context.Context, workspaces []string, closed int64) (
 }
 
 // A rollup call folds at most rollupMinutesPerCall minutes of each of at
-// most rollupGroupsPerCall workspaces: about 40 bucket merges, a few ms for
-// buckets of a thousand members.
+// most rollupGroupsPerCall workspaces: about 20 bucket merges, a few ms for
+// buckets of a thousand members, and at most a few hour closes (the
+// busiest of workload A's closes a 10,000-member hour).
 const (
 	rollupMinutesPerCall = 5
-	rollupGroupsPerCall  = 8
+	rollupGroupsPerCall  = 4
 )
 
 // RefreshLong recomputes and caches the workspaces' top k over the given
