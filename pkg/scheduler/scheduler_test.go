@@ -21,6 +21,13 @@ type simClock struct{ now time.Time }
 func (c *simClock) Now() time.Time          { return c.now }
 func (c *simClock) Advance(d time.Duration) { c.now = c.now.Add(d) }
 
+// noonInTwoDays is a simulated start in the future: bucket expiries are
+// absolute (EXPIREAT from the minute), so a simulated clock behind the real
+// one would write buckets that Redis drops at once.
+func noonInTwoDays() time.Time {
+	return time.Now().UTC().Truncate(24 * time.Hour).Add(2*24*time.Hour + 12*time.Hour)
+}
+
 func setup(t *testing.T, w window.Window) (*store.Store, rueidis.Client) {
 	t.Helper()
 	r := testenv.Redis(t)
@@ -61,7 +68,7 @@ func ranking(t *testing.T, st *store.Store, ws string) string {
 func TestWindowSlidesAndEmpties(t *testing.T) {
 	ctx := context.Background()
 	st, _ := setup(t, window.Hour)
-	clock := &simClock{now: time.Date(2026, 11, 30, 12, 0, 30, 0, time.UTC)}
+	clock := &simClock{now: noonInTwoDays().Add(30 * time.Second)}
 	m0 := window.Minute(clock.now)
 	write(t, st, "w", m0-59, "old", 100) // oldest minute of the window
 	write(t, st, "w", m0-30, "mid", 50)
@@ -127,7 +134,7 @@ func TestWindowSlidesAndEmpties(t *testing.T) {
 func TestWorkFollowsActiveWorkspaces(t *testing.T) {
 	ctx := context.Background()
 	st, _ := setup(t, window.Hour)
-	clock := &simClock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	clock := &simClock{now: noonInTwoDays()}
 	m0 := window.Minute(clock.now)
 	for i := 0; i < 500; i++ {
 		write(t, st, fmt.Sprintf("idle-%d", i), m0-1, "c", 1)
