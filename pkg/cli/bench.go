@@ -79,8 +79,9 @@ type benchMachine struct {
 
 // benchRedis connects to --redis, or starts a throwaway redis-server when it
 // is empty, and describes the machine and the server for the report. done
-// closes the client and stops what it started.
-func benchRedis(c *cli.Context, env *Env) (client rueidis.Client, machine benchMachine, done func(), err error) {
+// closes the client and stops what it started. A positive wait replaces
+// rueidis's 10 s reply timeout (for benchmarks that run long scripts).
+func benchRedis(c *cli.Context, env *Env, wait time.Duration) (client rueidis.Client, machine benchMachine, done func(), err error) {
 	machine = benchMachine{CPUs: runtime.NumCPU(), CPUModel: cpuModel(), GoVersion: runtime.Version(), OS: runtime.GOOS + "/" + runtime.GOARCH, Redis: c.String("redis")}
 	addr := c.String("redis")
 	stop := func() {}
@@ -93,10 +94,17 @@ func benchRedis(c *cli.Context, env *Env) (client rueidis.Client, machine benchM
 		fmt.Fprintf(env.Err, "bench: started redis-server at %s (pid %d)\n", r.Addr(), r.PID())
 		addr, machine.Redis = r.Addr(), "throwaway redis-server"
 	}
-	client, err = connectRedis(c, addr)
+	opt, err := redisOption(c, splitList(addr))
 	if err != nil {
 		stop()
 		return nil, machine, nil, err
+	}
+	if wait > 0 {
+		opt.ConnWriteTimeout = wait
+	}
+	if client, err = rueidis.NewClient(opt); err != nil {
+		stop()
+		return nil, machine, nil, cli.Exit(fmt.Sprintf("cannot reach Redis at %s: %s", addr, redisError(c, err)), 1)
 	}
 	done = func() { client.Close(); stop() }
 	if machine.RedisVersion, err = bench.RedisVersion(c.Context, client); err != nil {
@@ -154,7 +162,7 @@ func benchAccuracy(c *cli.Context, env *Env) error {
 	}
 
 	ctx := c.Context
-	client, machine, done, err := benchRedis(c, env)
+	client, machine, done, err := benchRedis(c, env, 0)
 	if err != nil {
 		return err
 	}

@@ -4,14 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"runtime"
 	"time"
 
-	"github.com/redis/rueidis"
 	"github.com/urfave/cli/v2"
 
 	"github.com/topk-dev/topk/pkg/bench"
-	"github.com/topk-dev/topk/pkg/devenv"
 )
 
 func benchMemoryCommand(env *Env) *cli.Command {
@@ -69,38 +66,6 @@ func benchMemoryCommand(env *Env) *cli.Command {
 // times out still runs in Redis, so retrying it early only queues more.
 const memoryTimeout = 10 * time.Minute
 
-// memoryRedis is benchRedis with a client that waits memoryTimeout.
-func memoryRedis(c *cli.Context, env *Env) (client rueidis.Client, machine benchMachine, done func(), err error) {
-	machine = benchMachine{CPUs: runtime.NumCPU(), CPUModel: cpuModel(), GoVersion: runtime.Version(), OS: runtime.GOOS + "/" + runtime.GOARCH, Redis: c.String("redis")}
-	addr := c.String("redis")
-	stop := func() {}
-	if addr == "" {
-		r, err := devenv.StartRedis(c.Context, devenv.RedisOptions{})
-		if err != nil {
-			return nil, machine, nil, cli.Exit(err.Error(), 1)
-		}
-		stop = func() { _ = r.Stop() }
-		fmt.Fprintf(env.Err, "bench: started redis-server at %s (pid %d)\n", r.Addr(), r.PID())
-		addr, machine.Redis = r.Addr(), "throwaway redis-server"
-	}
-	opt, err := redisOption(c, splitList(addr))
-	if err != nil {
-		stop()
-		return nil, machine, nil, err
-	}
-	opt.ConnWriteTimeout = memoryTimeout
-	if client, err = rueidis.NewClient(opt); err != nil {
-		stop()
-		return nil, machine, nil, cli.Exit(fmt.Sprintf("cannot reach Redis at %s: %s", addr, redisError(c, err)), 1)
-	}
-	done = func() { client.Close(); stop() }
-	if machine.RedisVersion, err = bench.RedisVersion(c.Context, client); err != nil {
-		done()
-		return nil, machine, nil, cli.Exit(err.Error(), 1)
-	}
-	return client, machine, done, nil
-}
-
 // memoryJSON is the --json output of topk bench memory.
 type memoryJSON struct {
 	Machine benchMachine        `json:"machine"`
@@ -156,7 +121,7 @@ func benchMemory(c *cli.Context, env *Env) error {
 		}
 		out.Report.Extrapolate()
 	} else {
-		client, machine, done, err := memoryRedis(c, env)
+		client, machine, done, err := benchRedis(c, env, memoryTimeout)
 		if err != nil {
 			return err
 		}

@@ -98,7 +98,7 @@ func benchWindows(c *cli.Context, env *Env) error {
 	if err := cfg.Validate(); err != nil {
 		return cli.Exit(err.Error(), exitUsage)
 	}
-	client, machine, done, err := benchRedis(c, env)
+	client, machine, done, err := benchRedis(c, env, 0)
 	if err != nil {
 		return err
 	}
