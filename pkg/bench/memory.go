@@ -126,8 +126,12 @@ type MemoryConfig struct {
 	Workspaces int `json:"workspaces,omitempty"`
 	Channels   int `json:"channels,omitempty"`
 	// LongCadence is the scheduler's refresh cadence of the long windows
-	// in the day run (0: once per simulated hour, when the product also
-	// refreshes every workspace; the caches' size does not depend on it).
+	// (24h, 7d, 30d, all) in the runs. 0 (the default) turns them off
+	// while the run writes, and refreshes them once, with a last tick at
+	// the end: their caches hold K entries whenever they are built, and a
+	// pass over a thousand workspaces at each new simulated hour (the
+	// product's behaviour, whatever the cadence) is most of a day run's
+	// time.
 	LongCadence time.Duration `json:"long_cadence_ns"`
 	// HourRun, if set in mode "day", is an earlier hour run to extrapolate
 	// with, instead of measuring one.
@@ -290,9 +294,6 @@ func (c MemoryConfig) withDefaults() MemoryConfig {
 	}
 	if c.Seed == 0 {
 		c.Seed = 1
-	}
-	if c.LongCadence == 0 {
-		c.LongCadence = time.Hour
 	}
 	return c
 }
@@ -690,6 +691,9 @@ func runMemoryHour(ctx context.Context, c rueidis.Client, cfg MemoryConfig, pref
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if err := m.refreshLongAtEnd(ctx, now); err != nil {
+		return nil, err
+	}
 	if err := m.finish(ctx, now); err != nil {
 		return nil, err
 	}
@@ -787,13 +791,28 @@ func slowest(ctx context.Context, c rueidis.Client) (float64, string, error) {
 	return float64(longest) / 1e6, cmd, nil
 }
 
-// longCadence is the scheduler's cadence of the long windows in the runs.
+// longCadence is the scheduler's cadence of the long windows in the runs
+// (all 0, off, when they are refreshed at the end only).
 func longCadence(cfg MemoryConfig) map[string]time.Duration {
 	cadence := map[string]time.Duration{}
 	for name := range scheduler.DefaultCadence {
 		cadence[name] = cfg.LongCadence
 	}
 	return cadence
+}
+
+// refreshLongAtEnd builds the long windows' caches with one tick at now of
+// a scheduler that has them, when the run's scheduler does not.
+func (m *memoryRun) refreshLongAtEnd(ctx context.Context, now time.Time) error {
+	if m.cfg.LongCadence != 0 {
+		return nil
+	}
+	sched, err := scheduler.New(scheduler.Params{Store: m.st, K: m.cfg.K, Clock: func() time.Time { return now }})
+	if err != nil {
+		return fmt.Errorf("bench.memory: %w", err)
+	}
+	_, err = m.tick(ctx, sched, now)
+	return err
 }
 
 // sampleMinutes returns the minutes (from the start) of hours hours that
@@ -893,6 +912,9 @@ func runMemoryDay(ctx context.Context, c rueidis.Client, cfg MemoryConfig, prefi
 	// closes, and with it the day.
 	now = now.Add(time.Minute)
 	if _, err := m.tick(ctx, sched, now); err != nil {
+		return nil, err
+	}
+	if err := m.refreshLongAtEnd(ctx, now); err != nil {
 		return nil, err
 	}
 	if _, err := sweepExpired(ctx, c, prefix, now); err != nil {
@@ -1278,8 +1300,8 @@ func (r *MemoryReport) WriteMarkdown(w io.Writer) {
 				fmt.Fprintf(w, "| %d | %s | %s |\n", m.Minute, group(m.Pairs), mib(m.UsedMemory))
 			}
 		}
-		fmt.Fprintf(w, "\nA scheduler tick 59 s into every minute (each folds the minute before into the hour bucket; long windows refreshed every %s); %d failed attempts retried. used_memory: %s before, %s at the end of the last minute: %s for the data.\n\n",
-			r.Config.LongCadence, h.TickErrors, mib(h.UsedMemoryBefore), mib(h.UsedMemoryAfter), mib(h.UsedMemoryAfter-h.UsedMemoryBefore))
+		fmt.Fprintf(w, "\nA scheduler tick 59 s into every minute (each folds the minute before into the hour bucket; %s); %d failed attempts retried. used_memory: %s before, %s at the end of the last minute: %s for the data.\n\n",
+			r.longWindows(), h.TickErrors, mib(h.UsedMemoryBefore), mib(h.UsedMemoryAfter), mib(h.UsedMemoryAfter-h.UsedMemoryBefore))
 		h.writeHours(w)
 		h.writeClasses(w, h.Classes, h.Parts)
 		perWS := perUnit(classTotal(h.Classes), h.Workspaces)
@@ -1305,8 +1327,8 @@ func (r *MemoryReport) WriteMarkdown(w io.Writer) {
 		if r.Config.EveryMinute {
 			when = "59 s into every minute"
 		}
-		fmt.Fprintf(w, "%d scheduler ticks on the simulated clock, %s, long windows refreshed every %s; %d failed and retried; slowest tick %s (simulated %s). Keys deleted at each simulated hour's end once expired on the simulated clock. %s of wall time: %s writing, %s in ticks.\n\n",
-			d.Ticks, when, r.Config.LongCadence, d.TickErrors, secs(d.MaxTickSeconds), d.MaxTickAt.UTC().Format("15:04:05"),
+		fmt.Fprintf(w, "%d scheduler ticks on the simulated clock, %s, %s; %d failed and retried; slowest tick %s (simulated %s). Keys deleted at each simulated hour's end once expired on the simulated clock. %s of wall time: %s writing, %s in ticks.\n\n",
+			d.Ticks, when, r.longWindows(), d.TickErrors, secs(d.MaxTickSeconds), d.MaxTickAt.UTC().Format("15:04:05"),
 			secs(d.Seconds), secs(d.ApplySeconds), secs(d.TickSeconds))
 		d.writeHours(w)
 		fmt.Fprintln(w, "| after hour | keys expired | closed hour buckets (keys) | open day buckets | all-time summaries | used_memory |")
@@ -1343,6 +1365,14 @@ func (r *MemoryReport) WriteMarkdown(w io.Writer) {
 				kib(perUnit(d.Classes[clHourClosed].Bytes+d.Parts[ptHourCut].Bytes, int(d.Classes[clHourClosed].Keys))), group(int64(d.SampleMinutes)*int64(d.Rate)*60), d.Keep)
 		}
 	}
+}
+
+// longWindows says when the runs refreshed the long windows.
+func (r *MemoryReport) longWindows() string {
+	if r.Config.LongCadence == 0 {
+		return "long windows (24h, 7d, 30d, all) refreshed once, by a last tick at the end"
+	}
+	return fmt.Sprintf("long windows refreshed every %s and at each new hour", r.Config.LongCadence)
 }
 
 // writeHours writes the distinct pairs of the run's hours against the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/topk-dev/topk/pkg/internal/testenv"
 	"github.com/topk-dev/topk/pkg/keys"
@@ -141,6 +142,30 @@ func TestRunMemory(t *testing.T) {
 		if !strings.Contains(md.String(), want) {
 			t.Fatalf("markdown lacks %q:\n%s", want, md.String())
 		}
+	}
+}
+
+// With a cadence, the scheduler refreshes the long windows while the day
+// run writes, as the product does, and no last tick is needed.
+func TestRunMemoryLongCadence(t *testing.T) {
+	r := testenv.Redis(t)
+	c := testenv.Client(t, r.Addr())
+	rep, err := RunMemory(context.Background(), c, MemoryConfig{
+		Mode: MemoryModeDay, Rate: 40, SampleMinutes: 3, Hours: 1, K: 10, Keep: 50, Workspaces: 10, Channels: 200, LongCadence: time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := rep.Day
+	for _, cl := range []int{clTop24h, clTop7d, clTop30d, clTopAll} {
+		if d.Classes[cl].Keys != 3*int64(d.Workspaces) {
+			t.Fatalf("%s: %+v", memoryClassNames[cl], d.Classes[cl])
+		}
+	}
+	var md strings.Builder
+	rep.WriteMarkdown(&md)
+	if !strings.Contains(md.String(), "long windows refreshed every 1h0m0s") {
+		t.Fatalf("markdown:\n%s", md.String())
 	}
 }
 

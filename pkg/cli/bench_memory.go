@@ -34,6 +34,7 @@ func benchMemoryCommand(env *Env) *cli.Command {
 			"  hour: the report checks the sample against the full hour. About 20-30 minutes at the defaults.\n" +
 			"  With --hour-json (the --json output of an hour run) it also prints the 30-day extrapolation.\n" +
 			"--mode 30d: both, and the extrapolation of the steady state after 30 days at --rate.\n" +
+			"The long windows' caches are built once, by a last tick (--long-cadence: while writing too).\n" +
 			"--report-json FILE prints a saved report (--save-json or --json) without running anything;\n" +
 			"  with --hour-json it extrapolates a saved day run with a saved hour run.\n" +
 			"\n" +
@@ -46,6 +47,7 @@ func benchMemoryCommand(env *Env) *cli.Command {
 			&cli.IntFlag{Name: "sample-minutes", Value: bench.DefaultMemorySampleMinutes, Usage: "day run: minutes written per simulated hour (60: all)"},
 			&cli.IntFlag{Name: "hours", Value: bench.DefaultMemoryHours, Usage: "day run: simulated hours"},
 			&cli.BoolFlag{Name: "every-minute", Usage: "day run: tick the scheduler in every simulated minute, not only where something happens"},
+			&cli.DurationFlag{Name: "long-cadence", Usage: "refresh the long windows at this cadence (and each new hour) while writing, as the scheduler does (0: once, at the end)"},
 			&cli.StringFlag{Name: "hour-json", Usage: "day mode: extrapolate with the hour run of this file (the --json output of an hour or 30d run)"},
 			&cli.StringFlag{Name: "report-json", Usage: "run nothing: print the report of this file (--json output), extrapolated with --hour-json's hour run if given"},
 			&cli.IntFlag{Name: "k", Value: bench.DefaultK, Usage: "entries per cached ranking"},
@@ -90,7 +92,7 @@ func readMemoryJSON(path string) (*memoryJSON, error) {
 func benchMemory(c *cli.Context, env *Env) error {
 	ctx := c.Context
 	cfg := bench.MemoryConfig{
-		Mode: c.String("mode"), Rate: c.Int("rate"), Minutes: c.Int("minutes"), SampleMinutes: c.Int("sample-minutes"), Hours: c.Int("hours"), EveryMinute: c.Bool("every-minute"),
+		Mode: c.String("mode"), Rate: c.Int("rate"), Minutes: c.Int("minutes"), SampleMinutes: c.Int("sample-minutes"), Hours: c.Int("hours"), EveryMinute: c.Bool("every-minute"), LongCadence: c.Duration("long-cadence"),
 		K: c.Int("k"), Keep: c.Int("keep"), Seed: c.Uint64("seed"), Progress: env.Err,
 	}
 	switch {
