@@ -76,15 +76,23 @@ local function add_into(dst, src, expire_at)
   redis.call('EXPIREAT', dst, expire_at)
 end
 
--- truncate keeps the keep largest members of key and returns the largest
--- count it dropped (0 if none), and the members dropped.
-local function truncate(key, limit)
+-- truncate keeps the limit largest members of key, expiring at expire_at
+-- (nil: never), and returns the largest count it dropped (0 if none), and
+-- the members dropped.
+local function truncate(key, limit, expire_at)
   local n = redis.call('ZCARD', key)
   if n <= limit then
     return 0, {}
   end
   local dropped = redis.call('ZRANGE', key, 0, n - limit - 1, 'WITHSCORES')
-  redis.call('ZREMRANGEBYRANK', key, 0, n - limit - 1)
+  -- ZRANGESTORE onto itself writes a new set sized for what it keeps.
+  -- ZREMRANGEBYRANK would keep the hash table sized for all n members:
+  -- twice the memory per closed hour of workload A (BENCHMARKS.md,
+  -- "Memory"), and hour buckets are kept for a month.
+  redis.call('ZRANGESTORE', key, key, n - limit, -1)
+  if expire_at then
+    redis.call('EXPIREAT', key, expire_at)
+  end
   local members = {}
   for i = 1, #dropped, 2 do
     members[#members + 1] = dropped[i]
@@ -125,7 +133,7 @@ local function merge_all(base, hour_key, floor)
     end
   end
   redis.call('ZUNIONSTORE', all, 2, all, hour_key)
-  local dropped_max, dropped = truncate(all, keep)
+  local dropped_max, dropped = truncate(all, keep, nil)
   if #dropped > 0 then
     for i = 1, #dropped, 1000 do
       redis.call('ZREM', errs, unpack(dropped, i, math.min(i + 999, #dropped)))
@@ -139,7 +147,7 @@ local function close_hour(base, hour, floor)
   local h = base .. 'h:' .. hour
   local h_expire = (hour + 1) * 3600 + hret
   floor = merge_all(base, h, floor)
-  local cut = truncate(h, keep)
+  local cut = truncate(h, keep, h_expire)
   add_cut(h, cut, h_expire)
   local day = math.floor(hour / 24)
   local d = base .. 'd:' .. day
@@ -153,7 +161,8 @@ end
 -- (whether or not that hour had counts).
 local function close_day(base, day)
   local d = base .. 'd:' .. day
-  add_cut(d, (truncate(d, keep)), (day + 1) * 86400 + dret)
+  local d_expire = (day + 1) * 86400 + dret
+  add_cut(d, (truncate(d, keep, d_expire)), d_expire)
 end
 
 -- rollup does one workspace; it returns the number of hours closed and

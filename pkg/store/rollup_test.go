@@ -826,3 +826,70 @@ func TestDayBucketIsCutWithoutALastHour(t *testing.T) {
 	w := window.Longs[0]
 	checkBounds(t, "24h", readTop(t, st, "w", w.Name), truth.window("w", w, at(now)), 3, summary{})
 }
+
+// TestClosedBucketsAreCompact: a closed hour or day bucket, and the
+// all-time summary, take no more memory than a set freshly written with
+// the members they keep (a cut that only removes members leaves the hash
+// table sized for everything the hour had: twice the memory of workload
+// A's closed hours, which are kept for a month), and keep their expiry.
+func TestClosedBucketsAreCompact(t *testing.T) {
+	const keep, channels = 500, 5000
+	st, c := newStore(t, store.Options{Rollup: store.RollupOptions{Keep: keep}})
+	ctx := context.Background()
+	day := futureDay()
+	counts := store.Counts{}
+	for h := int64(22); h < 24; h++ { // the day's last two hours
+		for i := range channels {
+			counts.Add("w", (day*24+h)*60+7, fmt.Sprintf("channel-%05d", i), int64(1+i%997))
+		}
+	}
+	apply(t, st, counts)
+	rollup(t, st, []string{"w"}, (day+1)*1440+1)
+
+	wk := keys.New("").Workspace("w")
+	opts := st.RollupOptions()
+	for _, b := range []struct {
+		key      string
+		expireAt int64 // unix seconds; -1: none
+	}{
+		{wk.Hour(day*24 + 23), (day*24+24)*3600 + int64(opts.HourRetention/time.Second)},
+		{wk.Day(day), (day+1)*86400 + int64(opts.DayRetention/time.Second)},
+		{wk.All(), -1},
+	} {
+		kept, err := c.Do(ctx, c.B().Zrange().Key(b.key).Min("0").Max("-1").Withscores().Build()).AsZScores()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(kept) != keep {
+			t.Fatalf("%s keeps %d members, want %d", b.key, len(kept), keep)
+		}
+		fresh := c.B().Zadd().Key("fresh").ScoreMember()
+		for _, z := range kept {
+			fresh = fresh.ScoreMember(z.Score, z.Member)
+		}
+		if err := c.Do(ctx, fresh.Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+		used, err := c.Do(ctx, c.B().MemoryUsage().Key(b.key).Build()).AsInt64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := c.Do(ctx, c.B().MemoryUsage().Key("fresh").Build()).AsInt64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Do(ctx, c.B().Del().Key("fresh").Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+		if used > want*11/10 {
+			t.Errorf("%s takes %d bytes, a fresh set of its %d members %d", b.key, used, keep, want)
+		}
+		exp, err := c.Do(ctx, c.B().Expiretime().Key(b.key).Build()).AsInt64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if exp != b.expireAt {
+			t.Errorf("%s expires at %d, want %d", b.key, exp, b.expireAt)
+		}
+	}
+}
