@@ -151,6 +151,9 @@ type PipelineConfig struct {
 	// default cadence (scheduler.DefaultCadence: 24h every minute), so
 	// their rankings fill up only after it.
 	ReadWindow string `json:"read_window"`
+	// ReadCache is how long the HTTP API answers a ranking from memory
+	// (topk serve --read-cache; 0: every request reads Redis).
+	ReadCache time.Duration `json:"read_cache_ns"`
 	// MarkerEvery is the period of the freshness markers (0:
 	// DefaultMarkerEvery); MarkerGrace how long after the measured period
 	// the last markers may take to appear (0: DefaultMarkerGrace).
@@ -1088,7 +1091,7 @@ func (p *phase) reader(c rueidis.Client, workspaces []string) (func(ctx context.
 		return nil, nil, fmt.Errorf("bench.pipeline: api listener: %w", err)
 	}
 	st := store.New(c, p.ks, window.Hour, store.Options{Global: store.GlobalOptions{Backend: p.e.backend}})
-	srv := &http.Server{Handler: api.NewHandler(st, p.e.log), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: api.NewHandler(api.Cache(st, p.cfg.ReadCache), p.e.log), ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024}}
 	base := "http://" + ln.Addr().String()
@@ -1666,9 +1669,9 @@ func (r *PipelineReport) WriteMarkdown(w io.Writer) {
 	if c.QueryRate > 0 {
 		switch c.ReadVia {
 		case ReadHTTP:
-			reads = fmt.Sprintf("%s reads/s of `GET /v1/top?workspace=<uniformly random workload workspace>&window=%s&k=%d` from the HTTP API (its Redis reads count in the commands per event)", group(int64(c.QueryRate)), c.ReadWindow, ReadEntries)
+			reads = fmt.Sprintf("%s reads/s of `GET /v1/top?workspace=<uniformly random workload workspace>&window=%s&k=%d` from the HTTP API (%s; its Redis reads count in the commands per event)", group(int64(c.QueryRate)), c.ReadWindow, ReadEntries, c.readCacheString())
 		case ReadTrending:
-			reads = fmt.Sprintf("%s reads/s of `GET /trending?window=%s&k=%d` from the HTTP API (its Redis reads count in the commands per event)", group(int64(c.QueryRate)), c.ReadWindow, ReadEntries)
+			reads = fmt.Sprintf("%s reads/s of `GET /trending?window=%s&k=%d` from the HTTP API (%s; its Redis reads count in the commands per event)", group(int64(c.QueryRate)), c.ReadWindow, ReadEntries, c.readCacheString())
 		default:
 			reads = fmt.Sprintf("%s reads/s of `ZRANGE <top key of window %s> 0 %d REV WITHSCORES` of a uniformly random workload workspace", group(int64(c.QueryRate)), c.ReadWindow, ReadEntries-1)
 		}
@@ -1898,4 +1901,12 @@ func writeNotes(w io.Writer, r *PipelineReport) {
 		fmt.Fprintln(w, "- Workload B has one workspace, so every event has the same record key: one partition, one busy worker.")
 	}
 	fmt.Fprintln(w)
+}
+
+// readCacheString describes how the HTTP API's reads reach Redis.
+func (c PipelineConfig) readCacheString() string {
+	if c.ReadCache <= 0 {
+		return "every request reads Redis"
+	}
+	return fmt.Sprintf("a ranking answered from memory for up to %s, `--read-cache`", c.ReadCache)
 }

@@ -21,6 +21,7 @@ const DefaultListen = "127.0.0.1:8080"
 func serveCommand(env *Env) *cli.Command {
 	flags := []cli.Flag{redisFlag(DefaultRedis), prefixFlag(),
 		altsrc.NewStringFlag(&cli.StringFlag{Name: "listen", EnvVars: []string{"TOPK_LISTEN"}, Value: DefaultListen, Usage: "address of the HTTP API"}),
+		readCacheFlag(),
 	}
 	flags = append(flags, deploymentFlags()...)
 	flags = append(flags, logFlags("info")...)
@@ -35,7 +36,7 @@ func serveCommand(env *Env) *cli.Command {
 			if err != nil {
 				return cli.Exit(err.Error(), 1)
 			}
-			srv := &http.Server{Handler: api.NewHandler(st, log), ReadHeaderTimeout: 5 * time.Second}
+			srv := &http.Server{Handler: api.NewHandler(api.Cache(st, c.Duration("read-cache")), log), ReadHeaderTimeout: 5 * time.Second}
 			log.Info("api listening", "addr", ln.Addr().String())
 			drained := make(chan struct{})
 			stop := context.AfterFunc(c.Context, func() {
@@ -53,4 +54,11 @@ func serveCommand(env *Env) *cli.Command {
 			return cli.Exit(err.Error(), 1)
 		}),
 	})
+}
+
+// readCacheFlag is how long `topk serve` answers a ranking from memory
+// (api.Cache).
+func readCacheFlag() cli.Flag {
+	return altsrc.NewDurationFlag(&cli.DurationFlag{Name: "read-cache", EnvVars: []string{"TOPK_READ_CACHE"}, Value: api.DefaultCacheFor,
+		Usage: "answer a ranking from memory for this long before reading Redis again, refreshing it in the background (0: every request reads Redis)"})
 }
