@@ -42,6 +42,8 @@ var (
 	windowsSource string
 	//go:embed global_roll.lua
 	globalRollSource string
+	//go:embed geo.lua
+	geoSource string
 )
 
 var (
@@ -59,9 +61,11 @@ var (
 	Windows = newScript("windows", windowsSource)
 	// GlobalRoll writes one rolled-up global summary (see global_roll.lua).
 	GlobalRoll = newScript("global_roll", globalRollSource)
+	// Geo adds pre-aggregated geo cell counts and user ids (see geo.lua).
+	Geo = newScript("geo", geoSource)
 )
 
 // All lists every embedded script, in a stable order.
 func All() []*Script {
-	return []*Script{Ingest, Refresh, GlobalAdd, GlobalCache, Rollup, Windows, GlobalRoll}
+	return []*Script{Ingest, Refresh, GlobalAdd, GlobalCache, Rollup, Windows, GlobalRoll, Geo}
 }

@@ -1,0 +1,61 @@
+#!lua
+-- geo.lua: apply one batch of pre-aggregated geo counts: per (cell, hour),
+-- events per type and the distinct user ids seen (package geo builds the
+-- batch and the calls).
+--
+-- KEYS     two per group (one cell and one hour), in order; on Redis Cluster
+--          every key of a call belongs to one cell, so to one hash slot:
+--            <prefix>:{geo:<cell>}:h:<unix_hour>  hash, "<type>" -> events, "*" -> all types
+--            <prefix>:{geo:<cell>}:u:<unix_hour>  HyperLogLog of the user ids
+-- ARGV     for each group, in KEYS order:
+--            expire_at   unix seconds (hour end + retention) for both keys
+--            n           number of (type, count) pairs that follow
+--            type_1, count_1, ..., type_n, count_n
+--            u           number of user ids that follow
+--            user_1, ..., user_u
+-- Reply    integer: the events added (the sum of the counts).
+--
+-- "*" gets the sum of the group's counts. A group may come with no pairs
+-- (more user ids of a group split over calls) or no users. The counts are
+-- at-least-once: a call sent again after its reply was lost, or a batch
+-- replayed, adds them again; PFADD of the same ids changes nothing.
+--
+-- The "#!lua" line (Redis 7 script flags, none set) makes Redis refuse the
+-- script up front when it is out of memory, instead of failing it halfway.
+local chunk = 1000 -- user ids per PFADD: unpack puts them on Lua's stack (8000 at most)
+local a = 1
+local added = 0
+for k = 1, #KEYS, 2 do
+  local hour, users = KEYS[k], KEYS[k + 1]
+  local expire_at = ARGV[a]
+  local n = tonumber(ARGV[a + 1])
+  a = a + 2
+  local sum = 0
+  for _ = 1, n do
+    local c = tonumber(ARGV[a + 1])
+    redis.call('HINCRBY', hour, ARGV[a], c)
+    sum = sum + c
+    a = a + 2
+  end
+  if n > 0 then
+    redis.call('HINCRBY', hour, '*', sum)
+    redis.call('EXPIREAT', hour, expire_at)
+  end
+  added = added + sum
+  local u = tonumber(ARGV[a])
+  a = a + 1
+  local j = 0
+  while j < u do
+    local ids = {}
+    for i = 1, math.min(chunk, u - j) do
+      ids[i] = ARGV[a + j + i - 1]
+    end
+    redis.call('PFADD', users, unpack(ids))
+    j = j + #ids
+  end
+  a = a + u
+  if u > 0 then
+    redis.call('EXPIREAT', users, expire_at)
+  end
+end
+return added
