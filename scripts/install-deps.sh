@@ -4,17 +4,36 @@
 #
 #   redis-server  started by pkg/devenv as a throwaway child process
 #   redis-tools   redis-cli, for poking at the data by hand
+#   postgresql    initdb and postgres, started by pkg/devenv as a throwaway
+#                 server for the raw activity events (Debian keeps them in
+#                 /usr/lib/postgresql/<version>/bin, not in PATH)
 #
 # Debian/Ubuntu (apt) only. Idempotent: when everything is present it prints
 # one line and changes nothing. It never installs Go (bring your own) and never
-# starts a system redis service; if Debian's package starts one on port 6379
-# it is left alone, and topk's code does not use it.
+# starts a system redis or postgresql service; if Debian's packages start one
+# (on port 6379 or 5432) it is left alone, and topk's code does not use it.
 set -euo pipefail
 
 log() { printf 'install-deps: %s\n' "$*"; }
 
-version_of() { # prints e.g. "7.0.15" for redis-server/redis-cli
-	"$1" --version 2>/dev/null | grep -oE '[0-9]+\.[0-9]+\.[0-9]+' | head -n1 || true
+version_of() { # prints e.g. "7.0.15" for redis-server/redis-cli, "15.18" for postgres
+	"$1" --version 2>/dev/null | grep -oE '[0-9]+(\.[0-9]+)+' | head -n1 || true
+}
+
+# postgres_bin prints the directory holding initdb and postgres, as
+# pkg/devenv finds it: initdb's in PATH, else Debian's newest version's.
+postgres_bin() {
+	local d
+	if d=$(command -v initdb 2>/dev/null) && [ -x "$(dirname "$d")/postgres" ]; then
+		dirname "$d"
+		return
+	fi
+	for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -t/ -k5,5 -rn); do
+		if [ -x "$d/initdb" ] && [ -x "$d/postgres" ]; then
+			echo "$d"
+			return
+		fi
+	done
 }
 
 # command -> Debian package that provides it
@@ -29,13 +48,17 @@ for cmd in redis-server redis-cli; do
 		missing_pkgs+=("${pkg_for[$cmd]}")
 	fi
 done
+if [ -z "$(postgres_bin)" ]; then
+	missing_pkgs+=(postgresql)
+fi
 
 if ! command -v go >/dev/null 2>&1; then
 	log "warning: go not found in PATH; this script does not install Go (install Go 1.26 first)" >&2
 fi
 
 found() {
-	printf 'redis-server %s, redis-cli %s' "$(version_of redis-server)" "$(version_of redis-cli)"
+	printf 'redis-server %s, redis-cli %s, postgres %s' "$(version_of redis-server)" "$(version_of redis-cli)" \
+		"$(version_of "$(postgres_bin)/postgres")"
 }
 
 if [ "${#missing_pkgs[@]}" -eq 0 ]; then
@@ -44,7 +67,7 @@ if [ "${#missing_pkgs[@]}" -eq 0 ]; then
 fi
 
 if ! command -v apt-get >/dev/null 2>&1; then
-	log "missing ${missing_pkgs[*]} and apt-get is not available; install Redis 7 (redis-server and redis-cli) with your package manager, e.g. 'brew install redis'" >&2
+	log "missing ${missing_pkgs[*]} and apt-get is not available; install Redis 7 (redis-server and redis-cli) and PostgreSQL (initdb and postgres in PATH) with your package manager, e.g. 'brew install redis postgresql'" >&2
 	exit 1
 fi
 
@@ -73,4 +96,8 @@ for cmd in redis-server redis-cli; do
 		exit 1
 	fi
 done
+if [ -z "$(postgres_bin)" ]; then
+	log "installed ${missing_pkgs[*]} but initdb and postgres are neither in PATH nor in /usr/lib/postgresql/*/bin" >&2
+	exit 1
+fi
 log "installed ${missing_pkgs[*]}; found $(found)"
