@@ -30,17 +30,18 @@ func benchRecords(b *testing.B, n int, now time.Time) []*kgo.Record {
 func BenchmarkBatchAdd(b *testing.B) {
 	now := time.Now()
 	recs := benchRecords(b, 200_000, now)
-	rule, err := newTimeRule(window.Hour, 0, time.Minute, 0)
+	rule, err := NewTimeRule(0, time.Minute, window.Hour.Span())
 	if err != nil {
 		b.Fatal(err)
 	}
+	sink := &channelSink{rule: rule, win: window.Hour}
 	b.ReportAllocs()
 	b.ResetTimer()
 	var batch *batch
 	for i := 0; i < b.N; i++ {
 		if i%len(recs) == 0 {
-			batch = newBatch()
+			batch, sink.parts = newBatch(), map[topicPartition]*part{}
 		}
-		batch.add(recs[i%len(recs)], rule, now, "t.dlq")
+		batch.add(recs[i%len(recs)], sink, now, "t.dlq")
 	}
 }

@@ -59,10 +59,11 @@ func Replay(ctx context.Context, cfg ReplayConfig) (*Stats, error) {
 	if cfg.BatchEvents <= 0 {
 		cfg.BatchEvents = DefaultBatchEvents
 	}
-	rule, err := newTimeRule(cfg.Store.Window(), cfg.Lateness, cfg.MaxSkew, cfg.UserMinuteCap)
+	rule, err := NewTimeRule(cfg.Lateness, cfg.MaxSkew, cfg.Store.Window().Span())
 	if err != nil {
 		return nil, err
 	}
+	sink := newChannelSink(cfg.Store, rule, cfg.UserMinuteCap)
 	if cfg.Stall <= 0 {
 		cfg.Stall = 10 * time.Second
 	}
@@ -131,7 +132,7 @@ func Replay(ctx context.Context, cfg ReplayConfig) (*Stats, error) {
 			if !ok || r.Offset >= end {
 				return // written after the replay started: the workers count it
 			}
-			b.add(r, rule, now, "")
+			b.add(r, sink, now, "")
 			stats.Consumed.Add(1)
 			lastRecord = time.Now()
 			if r.Offset >= end-1 {
@@ -140,7 +141,7 @@ func Replay(ctx context.Context, cfg ReplayConfig) (*Stats, error) {
 		})
 		stalled := len(left) > 0 && time.Since(lastRecord) > cfg.Stall
 		if b.records >= cfg.BatchEvents || (!b.empty() && (len(left) == 0 || stalled)) {
-			if err := applyCounts(ctx, cfg.Store, b, stats, log); err != nil {
+			if err := write(ctx, sink, b, stats, log); err != nil {
 				return stats, fmt.Errorf("ingest.replay: %w", err)
 			}
 			stats.Flushes.Add(1)

@@ -16,15 +16,16 @@ import (
 // forgets minutes that left the window.
 func TestUserCap(t *testing.T) {
 	now := time.Date(2025, 11, 30, 12, 0, 30, 0, time.UTC)
-	rule, err := newTimeRule(window.Hour, 0, time.Minute, 2)
+	rule, err := NewTimeRule(0, time.Minute, window.Hour.Span())
 	if err != nil {
 		t.Fatal(err)
 	}
+	sink := &channelSink{rule: rule, win: window.Hour, userCap: newUserCap(2), parts: map[topicPartition]*part{}}
 	offset := int64(0)
 	add := func(b *batch, now time.Time, ws, user string, ts time.Time, n int) {
 		for range n {
 			v := fmt.Sprintf(`{"workspace_id":%q,"channel_id":"c","user_id":%q,"ts":%d}`, ws, user, ts.UnixMilli())
-			b.add(&kgo.Record{Topic: "t", Value: []byte(v), Offset: offset}, rule, now, "t.dlq")
+			b.add(&kgo.Record{Topic: "t", Value: []byte(v), Offset: offset}, sink, now, "t.dlq")
 			offset++
 		}
 	}
@@ -57,7 +58,7 @@ func TestUserCap(t *testing.T) {
 	b = newBatch()
 	add(b, later, "w", "u", later, 3)
 	check(b, 2, 1)
-	if got := len(rule.userCap.counted); got != 1 {
+	if got := len(sink.userCap.counted); got != 1 {
 		t.Fatalf("the cap holds %d minutes, want only the current one", got)
 	}
 }

@@ -48,7 +48,13 @@ type Config struct {
 	Topic    string
 	Group    string
 	DLQTopic string // default Topic + ".dlq"
-	Store    *store.Store
+	// Store is where the channel pipeline counts (when Sink is nil).
+	Store *store.Store
+	// Sink counts the records instead of Store's channel counts: another
+	// pipeline (user activity, raw events) on the same delivery loop. Its
+	// time settings are its own; Lateness, MaxSkew and UserMinuteCap below
+	// are the channel pipeline's.
+	Sink Sink
 
 	// BatchEvents flushes a batch once it holds this many records.
 	BatchEvents int
@@ -93,7 +99,7 @@ type Stats struct {
 	Replayed     atomic.Int64 // valid events Redis had counted already (replays), skipped
 	Rejected     atomic.Int64 // records sent to the dead-letter topic
 	Flushes      atomic.Int64 // batches written and committed
-	RedisErrors  atomic.Int64 // failed Redis attempts (each retried)
+	RedisErrors  atomic.Int64 // failed write attempts (each retried): Redis, or the Sink's store
 	CommitErrors atomic.Int64 // failed offset commits (records will be redelivered)
 
 	mu       sync.Mutex
@@ -126,14 +132,13 @@ func (s *Stats) addRejected(by map[events.Reason]int) {
 // Worker consumes the events topic as one member of the consumer group.
 type Worker struct {
 	cfg   Config
-	rule  timeRule
 	stats Stats
 }
 
 // New validates cfg and returns a Worker.
 func New(cfg Config) (*Worker, error) {
 	switch {
-	case cfg.Store == nil:
+	case cfg.Store == nil && cfg.Sink == nil:
 		return nil, errors.New("ingest: no store")
 	case cfg.Topic == "":
 		return nil, errors.New("ingest: no topic (--topic)")
@@ -157,11 +162,14 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	rule, err := newTimeRule(cfg.Store.Window(), cfg.Lateness, cfg.MaxSkew, cfg.UserMinuteCap)
-	if err != nil {
-		return nil, err
+	if cfg.Sink == nil {
+		rule, err := NewTimeRule(cfg.Lateness, cfg.MaxSkew, cfg.Store.Window().Span())
+		if err != nil {
+			return nil, err
+		}
+		cfg.Sink = newChannelSink(cfg.Store, rule, cfg.UserMinuteCap)
 	}
-	return &Worker{cfg: cfg, rule: rule}, nil
+	return &Worker{cfg: cfg}, nil
 }
 
 // Stats returns the worker's running totals.
@@ -207,8 +215,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer stopGrace()
 
 	log := w.cfg.Logger.With("topic", w.cfg.Topic, "group", w.cfg.Group)
-	log.Info("ingest worker started", "dlq", w.cfg.DLQTopic, "batch_events", w.cfg.BatchEvents, "batch_age", w.cfg.BatchAge,
-		"global_backend", w.cfg.Store.GlobalBackend(), "user_minute_cap", w.cfg.UserMinuteCap)
+	attrs := []any{"dlq", w.cfg.DLQTopic, "batch_events", w.cfg.BatchEvents, "batch_age", w.cfg.BatchAge}
+	if w.cfg.Store != nil {
+		attrs = append(attrs, "global_backend", w.cfg.Store.GlobalBackend(), "user_minute_cap", w.cfg.UserMinuteCap)
+	}
+	log.Info("ingest worker started", attrs...)
 	b := newBatch()
 	summary := newRejectSummary(log, 10*time.Second)
 	for {
@@ -233,7 +244,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		now := w.cfg.Clock()
 		n := 0
 		fetches.EachRecord(func(r *kgo.Record) {
-			b.add(r, w.rule, now, w.cfg.DLQTopic)
+			b.add(r, w.cfg.Sink, now, w.cfg.DLQTopic)
 			n++
 		})
 		w.stats.Consumed.Add(int64(n))
@@ -284,7 +295,7 @@ func (w *Worker) flush(ctx context.Context, cl *kgo.Client, b *batch, log *slog.
 		}
 	}
 
-	if err := applyCounts(ctx, w.cfg.Store, b, &w.stats, log); err != nil {
+	if err := write(ctx, w.cfg.Sink, b, &w.stats, log); err != nil {
 		return err
 	}
 
@@ -297,19 +308,20 @@ func (w *Worker) flush(ctx context.Context, cl *kgo.Client, b *batch, log *slog.
 	return nil
 }
 
-// applyCounts writes the batch's counts to Redis, retrying until Redis
-// accepts them or ctx ends, and adds the outcome to stats.
-func applyCounts(ctx context.Context, st *store.Store, b *batch, stats *Stats, log *slog.Logger) error {
-	prepared := st.PrepareParts(b.storeParts())
-	if err := retry(ctx, log, "write counts to Redis", &stats.RedisErrors, func() error {
-		return st.Apply(ctx, prepared)
+// write has the sink write the batch, retrying until it succeeds or ctx
+// ends, and adds the outcome to stats.
+func write(ctx context.Context, s Sink, b *batch, stats *Stats, log *slog.Logger) error {
+	var w Written
+	if err := retry(ctx, log, "write "+s.String(), &stats.RedisErrors, func() (err error) {
+		w, err = s.Write(ctx)
+		return err
 	}); err != nil {
 		return err
 	}
-	stats.Counted.Add(int64(b.events) - prepared.Skipped)
-	stats.Replayed.Add(prepared.Skipped)
-	if prepared.Skipped > 0 || prepared.Recounted > 0 {
-		log.Info("replayed records were already counted; skipped them", "events", prepared.Skipped, "recounted_groups", prepared.Recounted)
+	stats.Counted.Add(w.Counted)
+	stats.Replayed.Add(w.Replayed)
+	if w.Replayed > 0 || w.Recounted > 0 {
+		log.Info("replayed records were already counted; skipped them", "events", w.Replayed, "recounted_groups", w.Recounted)
 	}
 	stats.addRejected(b.rejected)
 	return nil

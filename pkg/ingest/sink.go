@@ -1,0 +1,37 @@
+package ingest
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Sink counts a worker's valid records. The worker owns everything else:
+// polling, the batch's size and age, the dead letters, retries and offset
+// commits, so every pipeline (channel counts, user activity, raw events)
+// gets the same delivery guarantees from one loop.
+type Sink interface {
+	// Add folds record r into the pending batch, or returns why it does
+	// not count: an *events.RejectError, and the record goes to the
+	// dead-letter topic. arrived is when r reached the broker (its
+	// timestamp), now the worker's clock. A partition's records come in
+	// offset order, and every record is given, valid or not.
+	Add(r *kgo.Record, arrived, now time.Time) error
+	// Write makes the pending batch durable. After an error the worker
+	// calls it again, with the batch unchanged, until it succeeds (or the
+	// worker stops, leaving the batch uncommitted); success empties it.
+	Write(ctx context.Context) (Written, error)
+	// String says what Write writes where, for the logs ("counts to
+	// Redis").
+	String() string
+}
+
+// Written is what a Sink's Write did.
+type Written struct {
+	Counted  int64 // valid events written
+	Replayed int64 // valid events skipped: a fence showed them written before
+	// Recounted is the groups a replay split at a fence and counted again
+	// from the records after it.
+	Recounted int64
+}
