@@ -1237,19 +1237,11 @@ func (r *MemoryReport) extrapolate(h, d *MemoryRun) {
 	hourCuts, dayCutsClosed := d.Parts[ptHourCut].Bytes, d.Parts[ptDayCutClosed].Bytes
 	perHour := perUnit(dc[clHourClosed].Bytes+hourCuts, d.ClosedHours)
 	hourFrom := fmt.Sprintf("%s: %s per hour (%s per workspace-hour)", dr, mib(perHour), kib(perUnit(perHour, d.Workspaces)))
+	// A closed hour bucket is rebuilt at its kept size (rollup.lua cuts it
+	// with ZRANGESTORE), so its memory depends on its Keep members and not
+	// on how many channels its hour had: the day run's sampled hours cost
+	// what full-rate hours do (TestClosedBucketsAreCompact).
 	allTime, allFrom := dc[clAll].Bytes, dr
-	// A closed hour bucket keeps the hash table of its exact hour, sized
-	// for the hour's distinct channels, which the day run's sampled hours
-	// have fewer of: the hour run's closed hour, at the full rate, is the
-	// one to count (and the all-time summary, which also takes each exact
-	// hour before it is cut).
-	if ac := h.AfterClose; len(ac) == numClasses && ac[clHourClosed].Keys > 0 {
-		perHour = ac[clHourClosed].Bytes + h.AfterCloseParts[ptHourCut].Bytes
-		hourFrom = fmt.Sprintf("%s, after its close: %s per hour (%s per workspace-hour)", hr, mib(perHour), kib(perUnit(perHour, int(ac[clHourClosed].Keys))))
-		if ac[clAll].Bytes > allTime {
-			allTime, allFrom = ac[clAll].Bytes, hr+", after its close"
-		}
-	}
 	perDay := perUnit(dc[clDayClosed].Bytes+dayCutsClosed, d.ClosedDays)
 	perGlobalHour := perUnit(dc[clGlobalHour].Bytes, d.GlobalHours)
 	perGlobalDay := perUnit(dc[clGlobalDay].Bytes, d.GlobalDays)
@@ -1360,9 +1352,9 @@ func (r *MemoryReport) WriteMarkdown(w io.Writer) {
 		}
 		fmt.Fprintf(w, "With the day buckets of the whole day retention (%d days instead of %d): %s GiB.\n\n", r.FullDays, MemoryDays, gib(r.TotalFullDays))
 		if h, d := r.Hour, r.Day; len(h.AfterClose) == numClasses && h.AfterClose[clHourClosed].Keys > 0 && d.ClosedHours > 0 {
-			fmt.Fprintf(w, "A closed hour bucket per workspace-hour: %s after an hour at %s events/s (hour run), %s after the day run's hours of %s events: both keep %d members, but a bucket cut with ZREMRANGEBYRANK keeps the hash table sized for its exact hour's distinct channels, which the sampled hours have fewer of. The table counts the hour run's.\n\n",
-				kib(perUnit(h.AfterClose[clHourClosed].Bytes+h.AfterCloseParts[ptHourCut].Bytes, int(h.AfterClose[clHourClosed].Keys))), group(int64(h.Rate)),
-				kib(perUnit(d.Classes[clHourClosed].Bytes+d.Parts[ptHourCut].Bytes, int(d.Classes[clHourClosed].Keys))), group(int64(d.SampleMinutes)*int64(d.Rate)*60), d.Keep)
+			fmt.Fprintf(w, "A closed hour bucket per workspace-hour: %s after the day run's hours of %s events (counted above), %s after the hour run's close at %s events/s; both keep %d members.\n\n",
+				kib(perUnit(d.Classes[clHourClosed].Bytes+d.Parts[ptHourCut].Bytes, int(d.Classes[clHourClosed].Keys))), group(int64(d.SampleMinutes)*int64(d.Rate)*60),
+				kib(perUnit(h.AfterClose[clHourClosed].Bytes+h.AfterCloseParts[ptHourCut].Bytes, int(h.AfterClose[clHourClosed].Keys))), group(int64(h.Rate)), d.Keep)
 		}
 	}
 }
