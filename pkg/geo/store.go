@@ -1,0 +1,571 @@
+package geo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/topk-dev/topk/lua"
+	"github.com/topk-dev/topk/pkg/keys"
+)
+
+// ErrBadReply means Redis answered with an unexpected shape, which points
+// at scripts and code from different versions.
+var ErrBadReply = errors.New("unexpected reply from Redis")
+
+// ErrInvalidRange means a query's time range is empty or reversed.
+var ErrInvalidRange = errors.New("invalid time range")
+
+// ErrInvalidType means an event type the store cannot keep: empty, or "*",
+// which is the field of all types.
+var ErrInvalidType = errors.New("invalid event type")
+
+// AllTypes is the hash field that counts the events of every type; a query
+// for type "" or AllTypes counts them all.
+const AllTypes = "*"
+
+// Defaults of Options.
+const (
+	DefaultRetention       = 400 * 24 * time.Hour
+	DefaultPrecision       = 6
+	DefaultMaxCellHours    = 50_000
+	DefaultMaxItemsPerCall = 2000
+	DefaultParallelCalls   = 16
+)
+
+// readChunk bounds the commands of one pipelined read, and the
+// HyperLogLogs of one PFCOUNT or PFMERGE, so that no single command
+// blocks Redis for long.
+const readChunk = 1000
+
+// tempTTL is how long a query's temporary keys live if the query dies
+// before deleting them.
+const tempTTL = time.Minute
+
+// Options configures a Store.
+type Options struct {
+	// Retention is how long a cell-hour is kept after the hour ends.
+	Retention time.Duration
+	// Precision is the geohash length of the cells counted (1..6).
+	Precision int
+	// MaxCellHours bounds the work of one query: the cells of the store's
+	// precision it reads times the hours. A query above it is refused with
+	// ErrTooLarge.
+	MaxCellHours int
+	// MaxItemsPerCall bounds the (type, count) pairs plus user ids of one
+	// geo.lua call, so that no single script blocks Redis for long; the
+	// user ids of a large group are split over calls.
+	MaxItemsPerCall int
+	// ParallelCalls bounds the script calls in flight at once.
+	ParallelCalls int
+}
+
+func (o Options) withDefaults() Options {
+	if o.Retention <= 0 {
+		o.Retention = DefaultRetention
+	}
+	if o.Precision == 0 {
+		o.Precision = DefaultPrecision
+	}
+	if o.MaxCellHours <= 0 {
+		o.MaxCellHours = DefaultMaxCellHours
+	}
+	if o.MaxItemsPerCall <= 0 {
+		o.MaxItemsPerCall = DefaultMaxItemsPerCall
+	}
+	if o.ParallelCalls <= 0 {
+		o.ParallelCalls = DefaultParallelCalls
+	}
+	return o
+}
+
+// Store counts events per geohash cell and hour in Redis (single server or
+// cluster), keeps a HyperLogLog of each cell-hour's users, and answers cell
+// and bounding-box queries. The keys are keys.Space.GeoCell's.
+type Store struct {
+	c       rueidis.Client
+	keys    keys.Space
+	opts    Options
+	cluster bool
+	// copyUnion forces the union of HyperLogLogs through copies on one
+	// node, the cluster way, so tests can compare both ways on one server.
+	copyUnion bool
+}
+
+// New returns a Store over client c. It refuses a precision outside 1..6.
+func New(c rueidis.Client, ks keys.Space, opts Options) (*Store, error) {
+	opts = opts.withDefaults()
+	if opts.Precision < 1 || opts.Precision > MaxCoverPrecision {
+		return nil, fmt.Errorf("geo.new: %w: %d (want 1..%d)", ErrInvalidPrecision, opts.Precision, MaxCoverPrecision)
+	}
+	return &Store{c: c, keys: ks, opts: opts, cluster: c.Mode() == rueidis.ClientModeCluster}, nil
+}
+
+// Options returns the store's options, defaults filled in.
+func (s *Store) Options() Options { return s.opts }
+
+// cellHour is one group of a batch.
+type cellHour struct {
+	cell string
+	hour int64
+}
+
+// group is what a batch holds for one cell-hour.
+type group struct {
+	types map[string]int64
+	users map[string]struct{}
+}
+
+// Batch aggregates events into per cell-hour counts and user sets, to be
+// written by Store.Apply. It is not safe for concurrent use.
+type Batch struct {
+	precision int
+	groups    map[cellHour]*group
+	events    int64
+	prepared  []*geoCall
+	done      []bool
+}
+
+// geoCall is one geo.lua call.
+type geoCall struct {
+	keys, args []string
+}
+
+// NewBatch returns an empty batch for the store's precision.
+func (s *Store) NewBatch() *Batch {
+	return &Batch{precision: s.opts.Precision, groups: map[cellHour]*group{}}
+}
+
+// Add counts one event of user, of type typ, at ts (unix milliseconds), at
+// the point (lat, lng). It refuses invalid coordinates and types, and any
+// event once the batch has been applied.
+func (b *Batch) Add(lat, lng float64, user, typ string, ts int64) error {
+	if b.prepared != nil {
+		return errors.New("geo.add: the batch has been applied already")
+	}
+	if typ == "" || typ == AllTypes {
+		return fmt.Errorf("geo.add: %w: %q", ErrInvalidType, typ)
+	}
+	c, err := Encode(lat, lng, b.precision)
+	if err != nil {
+		return fmt.Errorf("geo.add: %w", err)
+	}
+	k := cellHour{cell: c, hour: floorDiv(ts, 3_600_000)}
+	g := b.groups[k]
+	if g == nil {
+		g = &group{types: map[string]int64{}, users: map[string]struct{}{}}
+		b.groups[k] = g
+	}
+	g.types[typ]++
+	g.users[user] = struct{}{}
+	b.events++
+	return nil
+}
+
+// Events is the number of events added.
+func (b *Batch) Events() int64 { return b.events }
+
+// Groups is the number of cell-hours the events fell in.
+func (b *Batch) Groups() int { return len(b.groups) }
+
+// Pending reports how many geo.lua calls Redis has not acknowledged yet
+// (before the first Apply: 0, as nothing is prepared).
+func (b *Batch) Pending() int {
+	n := 0
+	for _, d := range b.done {
+		if !d {
+			n++
+		}
+	}
+	return n
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}
+
+// prepare turns the groups into geo.lua calls: on a cluster, one cell per
+// call (its keys share the tag {geo:<cell>}, so one slot); on a single
+// server, groups share calls up to MaxItemsPerCall items. A group's user
+// ids beyond that go on in further calls, with no counts.
+func (s *Store) prepare(b *Batch) {
+	hs := make([]cellHour, 0, len(b.groups))
+	for k := range b.groups {
+		hs = append(hs, k)
+	}
+	sort.Slice(hs, func(i, j int) bool {
+		if hs[i].cell != hs[j].cell {
+			return hs[i].cell < hs[j].cell
+		}
+		return hs[i].hour < hs[j].hour
+	})
+	calls := []*geoCall{}
+	var cur *geoCall
+	items, lastCell := 0, ""
+	next := func() {
+		cur = &geoCall{}
+		calls = append(calls, cur)
+		items = 0
+	}
+	retention := int64(s.opts.Retention / time.Second)
+	for _, k := range hs {
+		g := b.groups[k]
+		if cur == nil || items >= s.opts.MaxItemsPerCall || (s.cluster && k.cell != lastCell) {
+			next()
+		}
+		lastCell = k.cell
+		ck := s.keys.GeoCell(k.cell)
+		hourKey, usersKey := ck.Hour(k.hour), ck.Users(k.hour)
+		expireAt := strconv.FormatInt((k.hour+1)*3600+retention, 10)
+		users := make([]string, 0, len(g.users))
+		for u := range g.users {
+			users = append(users, u)
+		}
+		sort.Strings(users)
+		first := true
+		for first || len(users) > 0 {
+			if !first {
+				next()
+			}
+			cur.keys = append(cur.keys, hourKey, usersKey)
+			cur.args = append(cur.args, expireAt)
+			if first {
+				cur.args = append(cur.args, strconv.Itoa(len(g.types)))
+				for typ, n := range g.types {
+					cur.args = append(cur.args, typ, strconv.FormatInt(n, 10))
+				}
+				items += len(g.types)
+			} else {
+				cur.args = append(cur.args, "0")
+			}
+			take := min(len(users), max(1, s.opts.MaxItemsPerCall-items))
+			cur.args = append(cur.args, strconv.Itoa(take))
+			cur.args = append(cur.args, users[:take]...)
+			users = users[take:]
+			items += take
+			first = false
+		}
+	}
+	b.prepared = calls
+	b.done = make([]bool, len(calls))
+}
+
+// Apply writes what of b Redis has not acknowledged yet: its geo.lua calls,
+// in parallel. It may be called again after an error; a call whose reply
+// was lost is sent again, and its counts added twice (at-least-once).
+func (s *Store) Apply(ctx context.Context, b *Batch) error {
+	if b.prepared == nil {
+		s.prepare(b)
+	}
+	var (
+		mu       sync.Mutex
+		firstErr error
+		failed   int
+		wg       sync.WaitGroup
+	)
+	sem := make(chan struct{}, s.opts.ParallelCalls)
+	for i := range b.prepared {
+		if b.done[i] {
+			continue
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			c := b.prepared[i]
+			_, err := lua.Geo.Exec(ctx, s.c, c.keys, c.args).AsInt64()
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				failed++
+				if firstErr == nil {
+					firstErr = err
+				}
+				return
+			}
+			b.done[i] = true
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return fmt.Errorf("geo.apply: %d of %d calls failed: %w", failed, len(b.prepared), firstErr)
+	}
+	return nil
+}
+
+// Result is the answer to a cell or bounding-box query.
+type Result struct {
+	// Events is the number of events of the type asked (all types for "").
+	Events int64
+	// UniqueUsers estimates the distinct users with events of any type in
+	// the cells and hours (a HyperLogLog union: standard error 0.81%). The
+	// HyperLogLogs are per cell-hour, not per type, so a query for one type
+	// still counts the users of every type.
+	UniqueUsers int64
+	// Cells is the number of cells of the store's precision summed.
+	Cells int
+	// Hours is the number of hours summed.
+	Hours int
+	// From and To bound the hours summed, [From, To): every whole hour
+	// that meets the range asked.
+	From, To time.Time
+}
+
+// hours returns the unix hours [h0, h1) that meet [from, to).
+func hours(from, to time.Time) (h0, h1 int64, err error) {
+	if !from.Before(to) {
+		return 0, 0, fmt.Errorf("%w: from %s is not before to %s", ErrInvalidRange, from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339))
+	}
+	const hourMs = 3_600_000
+	return floorDiv(from.UnixMilli(), hourMs), floorDiv(to.UnixMilli()-1, hourMs) + 1, nil
+}
+
+// field returns the hash field of a query type.
+func field(typ string) string {
+	if typ == "" {
+		return AllTypes
+	}
+	return typ
+}
+
+// checkWork refuses a query of cells x hours cell-hours above MaxCellHours.
+func (s *Store) checkWork(what string, cells uint64, h0, h1 int64) error {
+	n := float64(cells) * float64(h1-h0) // no overflow: compared, never used
+	if n > float64(s.opts.MaxCellHours) {
+		return fmt.Errorf("%w: %s needs %d cells x %d hours = %.0f cell-hours, more than %d", ErrTooLarge, what, cells, h1-h0, n, s.opts.MaxCellHours)
+	}
+	return nil
+}
+
+// Cell sums one cell over the hours that meet [from, to). A cell shorter
+// than the store's precision stands for all its children of that precision.
+func (s *Store) Cell(ctx context.Context, cell string, from, to time.Time, typ string) (Result, error) {
+	if err := CheckCell(cell); err != nil {
+		return Result{}, fmt.Errorf("geo.cell: %w", err)
+	}
+	if len(cell) > s.opts.Precision {
+		return Result{}, fmt.Errorf("geo.cell: %w: %q is finer than the counted cells (precision %d)", ErrInvalidCell, cell, s.opts.Precision)
+	}
+	h0, h1, err := hours(from, to)
+	if err != nil {
+		return Result{}, fmt.Errorf("geo.cell: %w", err)
+	}
+	n := uint64(1) << (5 * (s.opts.Precision - len(cell)))
+	if err := s.checkWork("cell "+cell, n, h0, h1); err != nil {
+		return Result{}, fmt.Errorf("geo.cell: %w", err)
+	}
+	cells, err := Children(cell, s.opts.Precision)
+	if err != nil {
+		return Result{}, fmt.Errorf("geo.cell: %w", err)
+	}
+	r, err := s.sum(ctx, cells, h0, h1, typ)
+	if err != nil {
+		return Result{}, fmt.Errorf("geo.cell: %w", err)
+	}
+	return r, nil
+}
+
+// BBox sums the cells of the store's precision that cover the box (see
+// CoverAt: every cell that meets the box, so events up to one cell outside
+// it count too) over the hours that meet [from, to). minLng > maxLng means
+// the box crosses the antimeridian.
+func (s *Store) BBox(ctx context.Context, minLat, minLng, maxLat, maxLng float64, from, to time.Time, typ string) (Result, error) {
+	sp, err := spanOf(minLat, minLng, maxLat, maxLng, s.opts.Precision)
+	if err != nil {
+		return Result{}, fmt.Errorf("geo.bbox: %w", err)
+	}
+	h0, h1, err := hours(from, to)
+	if err != nil {
+		return Result{}, fmt.Errorf("geo.bbox: %w", err)
+	}
+	if err := s.checkWork("the box", sp.count(), h0, h1); err != nil {
+		return Result{}, fmt.Errorf("geo.bbox: %w", err)
+	}
+	r, err := s.sum(ctx, sp.cells(), h0, h1, typ)
+	if err != nil {
+		return Result{}, fmt.Errorf("geo.bbox: %w", err)
+	}
+	return r, nil
+}
+
+// sum reads the counts of every cell-hour, then estimates the union of
+// the HyperLogLogs of those that had events.
+func (s *Store) sum(ctx context.Context, cells []string, h0, h1 int64, typ string) (Result, error) {
+	r := Result{Cells: len(cells), Hours: int(h1 - h0),
+		From: time.UnixMilli(h0 * 3_600_000).UTC(), To: time.UnixMilli(h1 * 3_600_000).UTC()}
+	f := field(typ)
+	fields := []string{AllTypes}
+	if f != AllTypes {
+		fields = append(fields, f)
+	}
+	type ref struct {
+		cell string
+		hour int64
+	}
+	refs := make([]ref, 0, readChunk)
+	var hlls []string
+	var hllCells map[string]bool // cells with events: one slot each
+	flush := func() error {
+		cmds := make(rueidis.Commands, len(refs))
+		for i, x := range refs {
+			cmds[i] = s.c.B().Hmget().Key(s.keys.GeoCell(x.cell).Hour(x.hour)).Field(fields...).Build()
+		}
+		for i, res := range s.c.DoMulti(ctx, cmds...) {
+			vals, err := res.ToArray()
+			if err != nil {
+				return err
+			}
+			if len(vals) != len(fields) {
+				return fmt.Errorf("%w: HMGET replied %d values for %d fields", ErrBadReply, len(vals), len(fields))
+			}
+			if vals[0].IsNil() {
+				continue // no event in that cell-hour
+			}
+			n, err := vals[len(vals)-1].AsInt64()
+			if err != nil && !vals[len(vals)-1].IsNil() {
+				return fmt.Errorf("%w: %v", ErrBadReply, err)
+			}
+			r.Events += n
+			hlls = append(hlls, s.keys.GeoCell(refs[i].cell).Users(refs[i].hour))
+			if hllCells == nil {
+				hllCells = map[string]bool{}
+			}
+			hllCells[refs[i].cell] = true
+		}
+		refs = refs[:0]
+		return nil
+	}
+	for _, c := range cells {
+		for h := h0; h < h1; h++ {
+			refs = append(refs, ref{c, h})
+			if len(refs) == readChunk {
+				if err := flush(); err != nil {
+					return Result{}, err
+				}
+			}
+		}
+	}
+	if len(refs) > 0 {
+		if err := flush(); err != nil {
+			return Result{}, err
+		}
+	}
+	u, err := s.unique(ctx, hlls, len(hllCells) <= 1)
+	if err != nil {
+		return Result{}, err
+	}
+	r.UniqueUsers = u
+	return r, nil
+}
+
+// unique estimates the number of distinct elements in the union of the
+// HyperLogLogs hlls. oneSlot says they share a hash slot.
+//
+//   - Up to readChunk HyperLogLogs on a single server, or of one cell on a
+//     cluster: one PFCOUNT of all of them, which merges them without writing.
+//   - More on a single server: PFMERGE them, readChunk at a time, into a
+//     temporary key, PFCOUNT it, delete it.
+//   - On a cluster, where they live in different slots (and PFMERGE needs
+//     its keys in one): GET their raw strings (Redis' HyperLogLog is a
+//     plain string, loadable anywhere), SET them into temporary keys that
+//     share one hash tag {geoq:<id>}, so one node, PFMERGE those into a
+//     temporary union there, readChunk at a time, PFCOUNT it, delete it.
+//     This moves each HyperLogLog once over the network (a sparse one is a
+//     few dozen bytes, a dense one 12 KiB), which MaxCellHours bounds.
+//
+// The temporary keys expire after a minute should the query die first.
+func (s *Store) unique(ctx context.Context, hlls []string, oneSlot bool) (int64, error) {
+	if len(hlls) == 0 {
+		return 0, nil
+	}
+	local := !s.copyUnion && (!s.cluster || oneSlot)
+	if local && len(hlls) <= readChunk {
+		n, err := s.c.Do(ctx, s.c.B().Pfcount().Key(hlls...).Build()).AsInt64()
+		if err != nil {
+			return 0, fmt.Errorf("PFCOUNT: %w", err)
+		}
+		return n, nil
+	}
+	q := s.keys.GeoUnion(strconv.FormatUint(randID(), 36))
+	dest := q.Dest()
+	cleanup := context.WithoutCancel(ctx)
+	defer func() {
+		// Best effort: the keys expire anyway.
+		del := s.c.B().Del().Key(dest)
+		if !local {
+			for i := range readChunk {
+				del = del.Key(q.Part(i))
+			}
+		}
+		_ = s.c.Do(cleanup, del.Build()).Error()
+	}()
+	for start := 0; start < len(hlls); start += readChunk {
+		chunk := hlls[start:min(start+readChunk, len(hlls))]
+		srcs := chunk
+		if !local {
+			var err error
+			if srcs, err = s.copyHLLs(ctx, q, chunk); err != nil {
+				return 0, err
+			}
+			if len(srcs) == 0 {
+				continue
+			}
+		}
+		for _, res := range s.c.DoMulti(ctx,
+			s.c.B().Pfmerge().Destkey(dest).Sourcekey(srcs...).Build(),
+			s.c.B().Pexpire().Key(dest).Milliseconds(tempTTL.Milliseconds()).Build()) {
+			if err := res.Error(); err != nil {
+				return 0, fmt.Errorf("PFMERGE: %w", err)
+			}
+		}
+	}
+	n, err := s.c.Do(ctx, s.c.B().Pfcount().Key(dest).Build()).AsInt64()
+	if err != nil {
+		return 0, fmt.Errorf("PFCOUNT: %w", err)
+	}
+	return n, nil
+}
+
+// copyHLLs reads the raw strings of hlls (at most readChunk) and writes
+// them to the query's temporary part keys, returning the keys written (a
+// HyperLogLog that expired since it was counted is skipped).
+func (s *Store) copyHLLs(ctx context.Context, q keys.GeoUnion, hlls []string) ([]string, error) {
+	gets := make(rueidis.Commands, len(hlls))
+	for i, k := range hlls {
+		gets[i] = s.c.B().Get().Key(k).Build()
+	}
+	sets := make(rueidis.Commands, 0, len(hlls))
+	parts := make([]string, 0, len(hlls))
+	for i, res := range s.c.DoMulti(ctx, gets...) {
+		raw, err := res.ToString()
+		if rueidis.IsRedisNil(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("GET: %w", err)
+		}
+		p := q.Part(i)
+		parts = append(parts, p)
+		sets = append(sets, s.c.B().Set().Key(p).Value(raw).Px(tempTTL).Build())
+	}
+	for _, res := range s.c.DoMulti(ctx, sets...) {
+		if err := res.Error(); err != nil {
+			return nil, fmt.Errorf("SET: %w", err)
+		}
+	}
+	return parts, nil
+}
+
+// randID returns a random query id for temporary keys.
+func randID() uint64 { return rand.Uint64() }
