@@ -44,6 +44,14 @@ var (
 	globalRollSource string
 	//go:embed geo.lua
 	geoSource string
+	//go:embed activity.lua
+	activitySource string
+	//go:embed activity_rollup.lua
+	activityRollupSource string
+	//go:embed activity_count.lua
+	activityCountSource string
+	//go:embed activity_delete.lua
+	activityDeleteSource string
 )
 
 var (
@@ -63,9 +71,18 @@ var (
 	GlobalRoll = newScript("global_roll", globalRollSource)
 	// Geo adds pre-aggregated geo cell counts and user ids (see geo.lua).
 	Geo = newScript("geo", geoSource)
+	// Activity adds pre-aggregated per-user activity counts (see activity.lua).
+	Activity = newScript("activity", activitySource)
+	// ActivityRollup folds users' closed hours into their rollups (see activity_rollup.lua).
+	ActivityRollup = newScript("activity_rollup", activityRollupSource)
+	// ActivityCount sums one user's counts over a range of minutes (see activity_count.lua).
+	ActivityCount = newScript("activity_count", activityCountSource)
+	// ActivityDelete removes one user's counters (see activity_delete.lua).
+	ActivityDelete = newScript("activity_delete", activityDeleteSource)
 )
 
 // All lists every embedded script, in a stable order.
 func All() []*Script {
-	return []*Script{Ingest, Refresh, GlobalAdd, GlobalCache, Rollup, Windows, GlobalRoll, Geo}
+	return []*Script{Ingest, Refresh, GlobalAdd, GlobalCache, Rollup, Windows, GlobalRoll, Geo,
+		Activity, ActivityRollup, ActivityCount, ActivityDelete}
 }
