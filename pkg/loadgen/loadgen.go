@@ -230,6 +230,12 @@ func (g *Generator) WorkspaceProb(rank int) float64 { return g.ws.Prob(rank) }
 // its channel of rank rank.
 func (g *Generator) ChannelProb(rank int) float64 { return g.ch.Prob(rank) }
 
+// Record implements Source: a new event at ts, keyed by its workspace.
+func (g *Generator) Record(ts time.Time) (key, value []byte) {
+	ev := g.Next(ts)
+	return []byte(ev.WorkspaceID), Encode(ev, make([]byte, 0, EncodedSizeHint(ev)))
+}
+
 // Encode appends the JSON encoding of ev to dst and returns the extended
 // slice. It writes every field, in the order event_id, workspace_id,
 // channel_id, user_id, type, ts, with the names of the events.Event JSON

@@ -66,8 +66,16 @@ type Stats struct {
 	Elapsed time.Duration
 }
 
+// Source makes the records Produce sends: *Generator (channel events) and
+// *ActivityGenerator (user activity).
+type Source interface {
+	// Record returns the key and value of a new event at time ts.
+	Record(ts time.Time) (key, value []byte)
+}
+
 // Produce generates events with gen and produces them to topic, one record
-// per event, keyed by workspace id, with the JSON of Encode as the value. It
+// per event (for a *Generator: keyed by workspace id, with the JSON of
+// Encode as the value). It
 // stops when Count events were sent, when Duration has elapsed, or when ctx
 // is done, whichever comes first; then it flushes the client and returns once
 // every record sent was acknowledged or failed, or FlushTimeout has passed.
@@ -80,7 +88,7 @@ type Stats struct {
 // Records are produced asynchronously with cl.Produce. The final cl.Flush
 // also waits for records that other goroutines produce with the same client.
 // gen is used only from the calling goroutine.
-func Produce(ctx context.Context, cl *kgo.Client, topic string, gen *Generator, opts ProduceOptions) (Stats, error) {
+func Produce(ctx context.Context, cl *kgo.Client, topic string, gen Source, opts ProduceOptions) (Stats, error) {
 	if cl == nil || gen == nil {
 		return Stats{}, errNilArg
 	}
@@ -128,9 +136,7 @@ func Produce(ctx context.Context, cl *kgo.Client, topic string, gen *Generator, 
 			if n > 1 && span > 0 {
 				ts = from.Add(time.Duration(float64(span) * float64(i+1) / float64(n)))
 			}
-			ev := gen.Next(ts)
-			value := Encode(ev, make([]byte, 0, EncodedSizeHint(ev)))
-			key := []byte(ev.WorkspaceID)
+			key, value := gen.Record(ts)
 			r.sent.Add(1)
 			if r.progress != nil {
 				r.progress.Sent.Add(1)
