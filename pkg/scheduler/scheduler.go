@@ -87,6 +87,18 @@ type Params struct {
 	// Store.Refresh. The benchmark's naive baseline, which keeps no running
 	// window sums, supplies the seed's union of buckets instead.
 	Refresh func(ctx context.Context, workspaces []string, now time.Time, k int) error
+	// Activity, if set, is the user activity counters (pkg/usercount),
+	// whose closed hours the scheduler rolls up (TickActivity).
+	Activity ActivityRollup
+}
+
+// ActivityRollup is what the scheduler needs of the user activity
+// counters (*usercount.Store).
+type ActivityRollup interface {
+	// ClosedHour is the last unix hour whose end and lateness passed at now.
+	ClosedHour(now time.Time) int64
+	// Rollup folds every closed hour up to hour; idempotent.
+	Rollup(ctx context.Context, hour int64) (int, error)
 }
 
 // Scheduler refreshes cached rankings on a ticker. Its methods are not safe
@@ -107,6 +119,8 @@ type Scheduler struct {
 	// lastClosed is the last minute rolled up; 0 before the first tick.
 	lastClosed int64
 	long       []*longState
+	// activityHour is the last user activity hour rolled up; 0 before.
+	activityHour int64
 }
 
 // longState is the scheduler's view of one long window.
@@ -193,6 +207,16 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			return err
 		})
 	}()
+	if s.p.Activity != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.loop(ctx, "user activity", func(ctx context.Context) error {
+				_, err := s.TickActivity(ctx)
+				return err
+			})
+		}()
+	}
 	s.loop(ctx, "hour", func(ctx context.Context) error {
 		_, err := s.TickHour(ctx)
 		return err
@@ -221,13 +245,34 @@ func (s *Scheduler) loop(ctx context.Context, what string, tick func(context.Con
 	}
 }
 
-// Tick runs TickHour, then TickLong, at the clock's now.
+// TickActivity rolls up the user activity hours closed since its last
+// successful call (on the first, every hour the minute data still holds),
+// and returns the user-hours folded. It has its own loop in Run: a
+// rollup of many users never delays the hour's refresh.
+func (s *Scheduler) TickActivity(ctx context.Context) (int, error) {
+	closed := s.p.Activity.ClosedHour(s.p.Clock())
+	if closed <= s.activityHour {
+		return 0, nil
+	}
+	n, err := s.p.Activity.Rollup(ctx, closed)
+	if err != nil {
+		return n, fmt.Errorf("scheduler: user activity rollup to hour %d: %w", closed, err)
+	}
+	s.activityHour = closed
+	return n, nil
+}
+
+// Tick runs TickHour, then TickLong, then TickActivity (if Params.Activity
+// is set), at the clock's now.
 func (s *Scheduler) Tick(ctx context.Context) (TickStats, error) {
 	st, err := s.TickHour(ctx)
 	if err != nil {
 		return st, err
 	}
-	st.Long, err = s.TickLong(ctx)
+	if st.Long, err = s.TickLong(ctx); err != nil || s.p.Activity == nil {
+		return st, err
+	}
+	_, err = s.TickActivity(ctx)
 	return st, err
 }
 
