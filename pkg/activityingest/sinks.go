@@ -1,0 +1,152 @@
+// Package activityingest consumes the user activity topic (issue 7) with
+// the channel pipeline's delivery loop (ingest.Worker: batches, dead
+// letters, commits after the write), through two sinks, each the sink of
+// its own consumer group:
+//
+//   - Counters writes the per-user counters (pkg/usercount; exactly once,
+//     fenced per user and partition) and the geo cell counters
+//     (pkg/geo; at-least-once, like the global view);
+//   - Raw writes every event to the raw event store (pkg/rawstore;
+//     idempotent by Kafka coordinates).
+//
+// They judge records alike except for time: the counters take an event
+// only within the allowed lateness (as the channel pipeline does: a late
+// one goes to the dead-letter topic with reason "late"), while the raw
+// store keeps every event it can decode, late or not, since it is the
+// record of what happened.
+package activityingest
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/topk-dev/topk/pkg/activity"
+	"github.com/topk-dev/topk/pkg/geo"
+	"github.com/topk-dev/topk/pkg/ingest"
+	"github.com/topk-dev/topk/pkg/rawstore"
+	"github.com/topk-dev/topk/pkg/usercount"
+)
+
+// Consumer groups and the raw store's dead-letter topic.
+const (
+	CountersGroup = "topk-activity"
+	RawGroup      = "topk-activity-raw"
+	// RawDLQTopic receives the records the raw store cannot keep (those
+	// that do not decode). They also reach activity.DLQTopic through the
+	// counters' group: each consumer dead-letters what it refuses.
+	RawDLQTopic = activity.Topic + ".raw.dlq"
+)
+
+// Counters is the sink of the per-user and geo counters.
+type Counters struct {
+	users *usercount.Store
+	geo   *geo.Store // nil: no geo counters
+	rule  ingest.TimeRule
+
+	counts   *usercount.Batch
+	cells    *geo.Batch
+	events   int64
+	countsOK bool // the counts landed; a retry only redoes the cells
+}
+
+// NewCounters returns the counters' sink. lateness and maxSkew are the
+// workers' (0: the defaults); lateness may not exceed the users' minute
+// retention.
+func NewCounters(users *usercount.Store, cells *geo.Store, lateness, maxSkew time.Duration) (*Counters, error) {
+	rule, err := ingest.NewTimeRule(lateness, maxSkew, users.Options().MinuteRetention)
+	if err != nil {
+		return nil, err
+	}
+	s := &Counters{users: users, geo: cells, rule: rule}
+	s.reset()
+	return s, nil
+}
+
+func (s *Counters) reset() {
+	s.counts, s.events, s.countsOK = usercount.NewBatch(), 0, false
+	if s.geo != nil {
+		s.cells = s.geo.NewBatch()
+	}
+}
+
+// Add implements ingest.Sink.
+func (s *Counters) Add(r *kgo.Record, arrived, _ time.Time) error {
+	ev, err := activity.Decode(r.Value)
+	if err == nil {
+		err = s.rule.Check(ev.TS, arrived)
+	}
+	if err != nil {
+		return err
+	}
+	s.counts.Add(source(r), r.Offset, ev.UserID, ev.Type, ev.TS)
+	if s.cells != nil && ev.Lat != nil {
+		// Cannot fail: Decode checked the coordinates and the type.
+		if err := s.cells.Add(*ev.Lat, *ev.Lng, ev.UserID, ev.Type, ev.TS); err != nil {
+			return fmt.Errorf("activityingest: %w", err)
+		}
+	}
+	s.events++
+	return nil
+}
+
+// Write implements ingest.Sink: the user counters, then the geo cells.
+func (s *Counters) Write(ctx context.Context) (ingest.Written, error) {
+	if !s.countsOK {
+		if err := s.users.Apply(ctx, s.counts); err != nil {
+			return ingest.Written{}, err
+		}
+		s.countsOK = true
+	}
+	if s.cells != nil {
+		if err := s.geo.Apply(ctx, s.cells); err != nil {
+			return ingest.Written{}, err
+		}
+	}
+	w := ingest.Written{Counted: s.events - s.counts.Skipped, Replayed: s.counts.Skipped, Recounted: int64(s.counts.Recounted)}
+	s.reset()
+	return w, nil
+}
+
+func (s *Counters) String() string { return "user and geo counters to Redis" }
+
+// Raw is the sink of the raw event store.
+type Raw struct {
+	store   rawstore.Store
+	pending []rawstore.Event
+}
+
+// NewRaw returns the raw store's sink.
+func NewRaw(store rawstore.Store) *Raw { return &Raw{store: store} }
+
+// Add implements ingest.Sink.
+func (s *Raw) Add(r *kgo.Record, _, _ time.Time) error {
+	ev, err := activity.Decode(r.Value)
+	if err != nil {
+		return err
+	}
+	s.pending = append(s.pending, rawstore.Event{
+		EventID: ev.EventID, UserID: ev.UserID, Type: ev.Type, TS: time.UnixMilli(ev.TS).UTC(),
+		Lat: ev.Lat, Lng: ev.Lng, Metadata: ev.Metadata,
+		Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
+	})
+	return nil
+}
+
+// Write implements ingest.Sink. The store skips events it already has, and
+// does not say which, so a replay counts as written again.
+func (s *Raw) Write(ctx context.Context) (ingest.Written, error) {
+	if err := s.store.Write(ctx, s.pending); err != nil {
+		return ingest.Written{}, err
+	}
+	w := ingest.Written{Counted: int64(len(s.pending))}
+	s.pending = nil
+	return w, nil
+}
+
+func (s *Raw) String() string { return "raw events to the raw event store" }
+
+func source(r *kgo.Record) string { return r.Topic + "/" + strconv.Itoa(int(r.Partition)) }
