@@ -328,7 +328,11 @@ func (s *Store) CountWindow(ctx context.Context, user, typ, window string, now t
 // window, estimate − exact = prev × (1 − f) − prev_tail, which lies in
 // [−prev × f, prev × (1 − f)]: at most the previous minute's count in the
 // worst case (a burst at one edge of it), zero on average for a steady
-// stream. TestLastMinuteApproximation measures it on a bursty stream.
+// stream. Measured by TestLastMinuteApproximation at 600 random times over
+// two hours: on a bursty stream (bursts of 30 to 150 events in 5 s, idle
+// stretches) mean |error| 5.6 events, 18% of the exact counts, max 113 (a
+// burst at the edge of the previous minute); on a steady Poisson stream of
+// the same mean rate, 1.8 events, 5.4%, max 8.
 // One round trip (two HGETs of at most two minute hashes).
 func (s *Store) LastMinute(ctx context.Context, user, typ string, now time.Time) (float64, error) {
 	t, err := checkType(typ)
