@@ -280,10 +280,17 @@ func (s *Postgres) Write(ctx context.Context, events []Event) error {
 }
 
 // insertMethod writes a batch. Three were measured with 10,000-event batches
-// (BenchmarkWrite, 2 shared cores, PostgreSQL 15 with fsync off): COPY into a
-// temporary table then INSERT ... SELECT ... ON CONFLICT DO NOTHING about
-// 81-89K events/s, one INSERT ... SELECT FROM unnest(arrays) 55-70K, multi-row
-// INSERT ... VALUES 36-60K. The store uses insertCopy.
+// (BenchmarkWrite, -benchtime 20x -count 3, PostgreSQL 15 with fsync off, on
+// 2 cores shared with other work), in events/s:
+//
+//	                                          load 2      load 6
+//	COPY to a temp table + INSERT ... SELECT   81-89K      43-76K
+//	INSERT ... SELECT FROM unnest(arrays)      55-70K      60-71K
+//	multi-row INSERT ... VALUES (6,000 rows)   36-60K      31-49K
+//
+// COPY was fastest on the quieter machine and unnest close behind; VALUES was
+// last in both. The store uses insertCopy. A replayed batch (every row a
+// conflict) goes at 120-190K events/s.
 type insertMethod func(ctx context.Context, pool *pgxpool.Pool, events []Event) error
 
 const insertColumns = "user_id, ts, topic, kafka_partition, kafka_offset, event_id, type, lat, lng, metadata"

@@ -581,6 +581,7 @@ func TestPostgresDown(t *testing.T) {
 	if err := syscall.Kill(srv.PID(), syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	defer syscall.Kill(srv.PID(), syscall.SIGCONT) // if the test fails before the SIGCONT below
 	call("List on a paused server", func(ctx context.Context) error {
 		_, _, err := paused.List(ctx, "u", base.Add(-time.Hour), base.Add(time.Hour), "", 10)
 		return err
