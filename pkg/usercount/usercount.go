@@ -119,10 +119,10 @@ func (s *Store) Options() Options { return s.opts }
 
 func seconds(d time.Duration) string { return strconv.FormatInt(int64(d/time.Second), 10) }
 
-// hourOf and dayOf divide rounding down (times before 1970 never reach
-// here: events need a positive ts).
+// hourOfMinute returns the unix hour of unix minute m.
 func hourOfMinute(m int64) int64 { return floorDiv(m, 60) }
 
+// floorDiv divides rounding towards minus infinity.
 func floorDiv(a, b int64) int64 {
 	q := a / b
 	if a%b < 0 {

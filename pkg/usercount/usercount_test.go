@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -277,5 +279,84 @@ func TestDeleteUser(t *testing.T) {
 	}
 	if n, err := s.DeleteUser(ctx, "nobody"); err != nil || n != 0 {
 		t.Errorf("DeleteUser of an unknown user = %d, %v", n, err)
+	}
+}
+
+// lookups is Redis's count of key lookups so far (keyspace hits + misses):
+// each HMGET or HGET of one hash, found or not, is one.
+func lookups(t *testing.T, s *Store) int64 {
+	t.Helper()
+	info, err := s.c.Do(context.Background(), s.c.B().Info().Section("stats").Build()).ToString()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, line := range strings.Split(info, "\r\n") {
+		for _, f := range []string{"keyspace_hits:", "keyspace_misses:"} {
+			if v, ok := strings.CutPrefix(line, f); ok {
+				x, _ := strconv.ParseInt(v, 10, 64)
+				n += x
+			}
+		}
+	}
+	return n
+}
+
+// TestFewestReads counts the hashes a count reads (Redis's keyspace
+// lookups, the watermark included): 1h reads at most two minute hashes;
+// 24h two minute hashes at the edges and at most two hour-rollup hashes
+// once rolled up; a 60-day range mostly day blocks; before a rollup the
+// hours come from their minute hashes.
+func TestFewestReads(t *testing.T) {
+	s, _, clk := newStore(t, Options{})
+	ctx := context.Background()
+	d := futureDay()
+	b := NewBatch()
+	var off int64
+	for m := d * 1440; m < (d+3)*1440; m += 7 {
+		b.Add("topk.activity/0", off, "u", "view", m*60_000)
+		off++
+	}
+	if err := s.Apply(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	reads := func(f func() (int64, error)) int64 {
+		t.Helper()
+		before := lookups(t, s)
+		if _, err := f(); err != nil {
+			t.Fatal(err)
+		}
+		return lookups(t, s) - before
+	}
+	now := minuteTime((d+2)*1440 + 13*60 + 17).Add(25 * time.Second)
+	window := func(w string) func() (int64, error) {
+		return func() (int64, error) { return s.CountWindow(ctx, "u", "", w, now) }
+	}
+	if n := reads(window(Window1h)); n > 3 {
+		t.Errorf("1h read %d hashes, want at most 3 (watermark and two minute hashes)", n)
+	}
+	if n := reads(window(Window24h)); n != 1+25 {
+		t.Errorf("24h before any rollup read %d hashes, want 26 (watermark, 25 minute hashes)", n)
+	}
+	clk.t = now
+	if _, err := s.Rollup(ctx, s.ClosedHour(now)); err != nil {
+		t.Fatal(err)
+	}
+	if n := reads(window(Window1h)); n > 3 {
+		t.Errorf("1h after rollup read %d hashes, want at most 3", n)
+	}
+	if n := reads(window(Window24h)); n > 5 {
+		t.Errorf("24h after rollup read %d hashes, want at most 5 (watermark, 2 minute hashes, 2 hour rollups)", n)
+	}
+	// 60 days around the data, all of it rolled up: only the days with
+	// counts (f..l) are read, each a field of its 32-day block.
+	clk.t = minuteTime((d+3)*1440 + 60)
+	if _, err := s.Rollup(ctx, s.ClosedHour(clk.t)); err != nil {
+		t.Fatal(err)
+	}
+	if n := reads(func() (int64, error) {
+		return s.Count(ctx, "u", "", minuteTime((d-30)*1440), minuteTime((d+30)*1440))
+	}); n > 3 {
+		t.Errorf("60-day range read %d hashes, want at most 3 (watermark, two day blocks)", n)
 	}
 }
