@@ -42,6 +42,7 @@ func App(env Env) *cli.App {
 			runCommand(&env),
 			rebuildCommand(&env),
 			serveCommand(&env),
+			activityCommand(&env),
 			benchCommand(&env),
 		},
 		ExitErrHandler: func(*cli.Context, error) {}, // main decides how to exit

@@ -59,9 +59,11 @@ func topicFlag() cli.Flag {
 	return altsrc.NewStringFlag(&cli.StringFlag{Name: "topic", EnvVars: []string{"TOPK_TOPIC"}, Value: DefaultTopic, Usage: "Kafka topic of activity events"})
 }
 
-func ingestFlags() []cli.Flag {
+// ingestFlags are the flags of a consumer-group command (ingest, activity
+// ingest and archive, run), whose group defaults to group.
+func ingestFlags(group string) []cli.Flag {
 	return []cli.Flag{
-		altsrc.NewStringFlag(&cli.StringFlag{Name: "group", EnvVars: []string{"TOPK_GROUP"}, Value: DefaultGroup, Usage: "Kafka consumer group of the ingest workers"}),
+		altsrc.NewStringFlag(&cli.StringFlag{Name: "group", EnvVars: []string{"TOPK_GROUP"}, Value: group, Usage: "Kafka consumer group of the workers"}),
 		altsrc.NewStringFlag(&cli.StringFlag{Name: "dlq-topic", EnvVars: []string{"TOPK_DLQ_TOPIC"}, Usage: "dead-letter topic (default: <topic>.dlq)"}),
 		altsrc.NewIntFlag(&cli.IntFlag{Name: "workers", EnvVars: []string{"TOPK_WORKERS"}, Value: 1, Usage: "ingest workers in this process (each one consumer-group member)"}),
 		altsrc.NewIntFlag(&cli.IntFlag{Name: "batch-events", EnvVars: []string{"TOPK_BATCH_EVENTS"}, Value: ingest.DefaultBatchEvents, Usage: "flush a batch once it holds this many records"}),
@@ -69,7 +71,6 @@ func ingestFlags() []cli.Flag {
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "session-timeout", EnvVars: []string{"TOPK_SESSION_TIMEOUT"}, Usage: "how long the consumer group waits for a silent worker before moving its partitions (0: franz-go's default, 45s; the broker bounds it)"}),
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "max-skew", EnvVars: []string{"TOPK_MAX_SKEW"}, Value: ingest.DefaultMaxSkew, Usage: "how far ahead of its arrival at the broker an event time may be and still count"}),
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "rebalance-timeout", EnvVars: []string{"TOPK_REBALANCE_TIMEOUT"}, Usage: "how long a rebalance waits for every worker to rejoin; a worker that crashed mid-rebalance stalls the group this long (0: franz-go's default, 60s)"}),
-		userCapFlag(),
 	}
 }
 

@@ -14,7 +14,8 @@ import (
 
 func ingestCommand(env *Env) *cli.Command {
 	flags := []cli.Flag{brokersFlag(DefaultBrokers), topicFlag(), redisFlag(DefaultRedis), prefixFlag()}
-	flags = append(flags, ingestFlags()...)
+	flags = append(flags, ingestFlags(DefaultGroup)...)
+	flags = append(flags, userCapFlag())
 	flags = append(flags, deploymentFlags()...)
 	flags = append(flags, logFlags("info")...)
 	return withConfig(&cli.Command{
@@ -24,7 +25,7 @@ func ingestCommand(env *Env) *cli.Command {
 			"accepted the batch; invalid or too old/new events go to the dead-letter topic.",
 		Flags: flags,
 		Action: serviceAction(env, func(c *cli.Context, st *store.Store, log *slog.Logger) error {
-			workers, err := newWorkers(c, st, log)
+			workers, err := newWorkers(c, flagConsumers(c, c.String("topic")), log, channelSink(c, st))
 			if err != nil {
 				return err
 			}
@@ -33,36 +34,56 @@ func ingestCommand(env *Env) *cli.Command {
 	})
 }
 
-// newWorkers builds the --workers ingest workers from the command's flags.
-func newWorkers(c *cli.Context, st *store.Store, log *slog.Logger) ([]*ingest.Worker, error) {
-	n := c.Int("workers")
+// consumers names what a command's workers consume.
+type consumers struct {
+	n                 int // workers
+	topic, group, dlq string
+}
+
+// flagConsumers are the consumers the command's flags name, of topic.
+func flagConsumers(c *cli.Context, topic string) consumers {
+	return consumers{n: c.Int("workers"), topic: topic, group: c.String("group"), dlq: c.String("dlq-topic")}
+}
+
+// newWorkers builds the workers of cs, with the command's batch and group
+// settings; newSink gives each its own sink.
+func newWorkers(c *cli.Context, cs consumers, log *slog.Logger, newSink func() (ingest.Sink, error)) ([]*ingest.Worker, error) {
+	n := cs.n
 	if n < 1 {
 		return nil, cli.Exit("--workers must be at least 1", exitUsage)
 	}
-	cfg := ingest.Config{
-		Kafka:            kafkaConfig(c),
-		Topic:            c.String("topic"),
-		Group:            c.String("group"),
-		DLQTopic:         c.String("dlq-topic"),
-		Store:            st,
-		BatchEvents:      c.Int("batch-events"),
-		BatchAge:         c.Duration("batch-age"),
-		MaxSkew:          c.Duration("max-skew"),
-		Lateness:         c.Duration("lateness"),
-		UserMinuteCap:    c.Int("user-minute-cap"),
-		SessionTimeout:   c.Duration("session-timeout"),
-		RebalanceTimeout: c.Duration("rebalance-timeout"),
-		Logger:           log,
-	}
 	workers := make([]*ingest.Worker, n)
 	for i := range workers {
-		w, err := ingest.New(cfg)
+		sink, err := newSink()
+		if err != nil {
+			return nil, cli.Exit(err.Error(), exitUsage)
+		}
+		w, err := ingest.New(ingest.Config{
+			Kafka:            kafkaConfig(c),
+			Topic:            cs.topic,
+			Group:            cs.group,
+			DLQTopic:         cs.dlq,
+			Sink:             sink,
+			BatchEvents:      c.Int("batch-events"),
+			BatchAge:         c.Duration("batch-age"),
+			SessionTimeout:   c.Duration("session-timeout"),
+			RebalanceTimeout: c.Duration("rebalance-timeout"),
+			Logger:           log,
+		})
 		if err != nil {
 			return nil, cli.Exit(err.Error(), exitUsage)
 		}
 		workers[i] = w
 	}
 	return workers, nil
+}
+
+// channelSink makes the channel pipeline's sinks over st, with the
+// command's time settings and per-user cap.
+func channelSink(c *cli.Context, st *store.Store) func() (ingest.Sink, error) {
+	return func() (ingest.Sink, error) {
+		return ingest.NewChannelSink(st, c.Duration("lateness"), c.Duration("max-skew"), c.Int("user-minute-cap"))
+	}
 }
 
 // runWorkers runs the workers until ctx ends, logging their totals every

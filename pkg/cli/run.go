@@ -22,11 +22,16 @@ import (
 
 func runCommand(env *Env) *cli.Command {
 	flags := []cli.Flag{brokersFlag(""), redisFlag(""), topicFlag(), prefixFlag()}
-	flags = append(flags, ingestFlags()...)
+	flags = append(flags, ingestFlags(DefaultGroup)...)
+	flags = append(flags, userCapFlag())
 	flags = append(flags, scheduleFlags()...)
 	flags = append(flags, deploymentFlags()...)
 	flags = append(flags, trafficFlags(20_000)...)
+	flags = append(flags, activityTopicFlag(), postgresFlag("empty: start a local PostgreSQL when there is activity"), rawRetentionFlag())
+	flags = append(flags, activityStoreFlags()...)
+	flags = append(flags, activityTrafficFlags(2000)...)
 	flags = append(flags,
+		&cli.StringFlag{Name: "listen", Usage: "also serve the HTTP API (rankings and user activity) at this address, e.g. 127.0.0.1:8080 (empty: no API)"},
 		&cli.DurationFlag{Name: "duration", Usage: "stop after this long (0: until interrupted)"},
 		&cli.IntFlag{Name: "show", Value: 3, Usage: "how many of the busiest workspaces to display"},
 		&cli.IntFlag{Name: "rows", Value: 10, Usage: "rows per displayed ranking"},
@@ -37,9 +42,10 @@ func runCommand(env *Env) *cli.Command {
 		Name:  "run",
 		Usage: "the whole pipeline in one process: local services, synthetic traffic, workers, scheduler, live rankings",
 		Description: "With no --redis it starts a redis-server child on a free port; with no --brokers an\n" +
-			"in-process Kafka-protocol broker (kfake). It produces Zipf-distributed traffic, ingests it,\n" +
-			"refreshes the rankings and prints the busiest workspaces' top channels until interrupted\n" +
-			"(or --duration), then stops everything it started.",
+			"in-process Kafka-protocol broker (kfake); with user activity (--activity-rate) and no --postgres\n" +
+			"a PostgreSQL for the raw events. It produces Zipf-distributed traffic, ingests it,\n" +
+			"refreshes the rankings and prints the busiest workspaces' top channels and the busiest\n" +
+			"user's activity until interrupted (or --duration), then stops everything it started.",
 		Flags:  flags,
 		Action: func(c *cli.Context) error { return runAll(c, env) },
 	})
@@ -72,6 +78,16 @@ func runAll(c *cli.Context, env *Env) error {
 		fmt.Fprintf(env.Out, "started redis-server at %s (pid %d)\n", r.Addr(), r.PID())
 		_ = c.Set("redis", r.Addr())
 	}
+	activityOn := c.Float64("activity-rate") > 0
+	if activityOn && c.String("postgres") == "" {
+		pg, err := devenv.StartPostgres(ctx, devenv.PostgresOptions{})
+		if err != nil {
+			return cli.Exit(fmt.Sprintf("%v (install it with scripts/install-deps.sh, or run with --activity-rate 0)", err), 1)
+		}
+		defer pg.Stop()
+		fmt.Fprintf(env.Out, "started PostgreSQL at %s (pid %d)\n", pg.Addr(), pg.PID())
+		_ = c.Set("postgres", pg.DSN())
+	}
 	if c.String("brokers") == "" {
 		k, err := devenv.StartKafka(map[string]int32{c.String("topic"): int32(c.Int("partitions"))})
 		if err != nil {
@@ -95,7 +111,7 @@ func runAll(c *cli.Context, env *Env) error {
 	if err := kafka.EnsureTopics(ctx, producer, int32(c.Int("partitions")), c.String("topic")); err != nil {
 		return cli.Exit(err.Error(), 1)
 	}
-	workers, err := newWorkers(c, st, log)
+	workers, err := newWorkers(c, flagConsumers(c, c.String("topic")), log, channelSink(c, st))
 	if err != nil {
 		return err
 	}
@@ -103,11 +119,18 @@ func runAll(c *cli.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
+	var act *runActivity
+	if activityOn {
+		if act, err = startActivity(c, st, producer, log); err != nil {
+			return err
+		}
+		defer act.close()
+	}
 
 	fmt.Fprintf(env.Out, "query it from another shell: topk get --redis %s --workspace %s\n\n", c.String("redis"), gen.WorkspaceName(0))
 	var progress loadgen.Progress
 	var wg sync.WaitGroup
-	errs := make(chan error, 3)
+	errs := make(chan error, 6)
 	goRun := func(fn func() error) {
 		wg.Add(1)
 		go func() {
@@ -121,6 +144,14 @@ func runAll(c *cli.Context, env *Env) error {
 	defer stop()
 	goRun(func() error { return runWorkers(runCtx, workers, log) })
 	goRun(func() error { return sched.Run(runCtx) })
+	if act != nil {
+		goRun(func() error { return act.run(runCtx) })
+	}
+	if addr := c.String("listen"); addr != "" {
+		if err := serveInRun(runCtx, c, st, addr, log, env, goRun); err != nil {
+			return err
+		}
+	}
 	show := make([]string, min(c.Int("show"), c.Int("workspaces")))
 	for i := range show {
 		show[i] = gen.WorkspaceName(i)
@@ -130,7 +161,7 @@ func runAll(c *cli.Context, env *Env) error {
 		return err
 	})
 
-	d := display{env: env, st: st, workspaces: show, rows: c.Int("rows"), clear: isTerminal(env.Out), started: time.Now()}
+	d := display{env: env, st: st, workspaces: show, rows: c.Int("rows"), clear: isTerminal(env.Out), started: time.Now(), activity: act}
 	t := time.NewTicker(c.Duration("every"))
 	defer t.Stop()
 	var runErr error
@@ -162,6 +193,7 @@ type display struct {
 	rows       int
 	clear      bool
 	started    time.Time
+	activity   *runActivity // nil: no user activity
 }
 
 func (d *display) print(ctx context.Context, p *loadgen.Progress, workers []*ingest.Worker) {
@@ -181,6 +213,9 @@ func (d *display) print(ctx context.Context, p *loadgen.Progress, workers []*ing
 		}
 		printResult(d.env, "workspace "+ws, res, time.Since(res.FreshAt()))
 		fmt.Fprintln(d.env.Out)
+	}
+	if d.activity != nil {
+		d.activity.print(ctx, d.env)
 	}
 }
 

@@ -13,6 +13,7 @@ func scheduleCommand(env *Env) *cli.Command {
 	flags := []cli.Flag{redisFlag(DefaultRedis), prefixFlag()}
 	flags = append(flags, scheduleFlags()...)
 	flags = append(flags, deploymentFlags()...)
+	flags = append(flags, activityStoreFlags()...)
 	flags = append(flags, logFlags("info")...)
 	return withConfig(&cli.Command{
 		Name:  "schedule",
@@ -20,7 +21,7 @@ func scheduleCommand(env *Env) *cli.Command {
 		Description: "Every --interval, recomputes the top --k channels of every workspace whose hour changed\n" +
 			"and replaces its cached result atomically; rolls minutes whose --lateness has passed up into\n" +
 			"hour, day and all-time buckets; and refreshes the 24h, 7d, 30d and all-time rankings at their\n" +
-			"--cadence. Running two is safe.",
+			"--cadence. It also rolls up the user activity counters' closed hours. Running two is safe.",
 		Flags: flags,
 		Action: serviceAction(env, func(c *cli.Context, st *store.Store, log *slog.Logger) error {
 			s, err := newScheduler(c, st, log)
@@ -38,8 +39,12 @@ func newScheduler(c *cli.Context, st *store.Store, log *slog.Logger) (*scheduler
 	if err != nil {
 		return nil, cli.Exit(err.Error(), exitUsage)
 	}
+	users, _, err := activityStores(c, st)
+	if err != nil {
+		return nil, err
+	}
 	s, err := scheduler.New(scheduler.Params{Store: st, Interval: c.Duration("interval"), K: c.Int("k"), Logger: log,
-		Lateness: c.Duration("lateness"), Cadence: cadence})
+		Lateness: c.Duration("lateness"), Cadence: cadence, Activity: users})
 	if err != nil {
 		return nil, cli.Exit(err.Error(), exitUsage)
 	}

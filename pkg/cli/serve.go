@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2/altsrc"
 
 	"github.com/topk-dev/topk/pkg/api"
+	"github.com/topk-dev/topk/pkg/kafka"
 	"github.com/topk-dev/topk/pkg/store"
 )
 
@@ -22,8 +23,10 @@ func serveCommand(env *Env) *cli.Command {
 	flags := []cli.Flag{redisFlag(DefaultRedis), prefixFlag(),
 		altsrc.NewStringFlag(&cli.StringFlag{Name: "listen", EnvVars: []string{"TOPK_LISTEN"}, Value: DefaultListen, Usage: "address of the HTTP API"}),
 		readCacheFlag(),
+		brokersFlag(""), activityTopicFlag(), postgresFlag("optional: without it, listing and deleting a user's raw events answer 503"),
 	}
 	flags = append(flags, deploymentFlags()...)
+	flags = append(flags, activityStoreFlags()...)
 	flags = append(flags, logFlags("info")...)
 	return withConfig(&cli.Command{
 		Name:  "serve",
@@ -36,7 +39,12 @@ func serveCommand(env *Env) *cli.Command {
 			if err != nil {
 				return cli.Exit(err.Error(), 1)
 			}
-			srv := &http.Server{Handler: api.NewHandler(api.Cache(st, c.Duration("read-cache")), log), ReadHeaderTimeout: 5 * time.Second}
+			handler, closeActivity, err := serveHandler(c, st, log)
+			if err != nil {
+				return err
+			}
+			defer closeActivity()
+			srv := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
 			log.Info("api listening", "addr", ln.Addr().String())
 			drained := make(chan struct{})
 			stop := context.AfterFunc(c.Context, func() {
@@ -61,4 +69,43 @@ func serveCommand(env *Env) *cli.Command {
 func readCacheFlag() cli.Flag {
 	return altsrc.NewDurationFlag(&cli.DurationFlag{Name: "read-cache", EnvVars: []string{"TOPK_READ_CACHE"}, Value: api.DefaultCacheFor,
 		Usage: "answer a ranking from memory for this long before reading Redis again, refreshing it in the background (0: every request reads Redis)"})
+}
+
+// serveHandler is the API of `topk serve`: the cached rankings, and the
+// user activity routes with whatever backends are configured (--brokers
+// for collection, --postgres for raw events; the counters are in Redis).
+func serveHandler(c *cli.Context, st *store.Store, log *slog.Logger) (http.Handler, func(), error) {
+	users, cells, err := activityStores(c, st)
+	if err != nil {
+		return nil, nil, err
+	}
+	act := &api.Activity{Topic: c.String("activity-topic"), Counts: users, Geo: cells, Log: log}
+	var closers []func()
+	closeAll := func() {
+		for _, f := range closers {
+			f()
+		}
+	}
+	if c.String("brokers") != "" {
+		cl, err := kafka.NewClient(kafkaConfig(c))
+		if err != nil {
+			return nil, nil, cli.Exit(err.Error(), exitUsage)
+		}
+		closers = append(closers, cl.Close)
+		act.Producer = cl
+	}
+	if c.String("postgres") != "" {
+		raw, err := openRaw(c)
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		closers = append(closers, raw.Close)
+		act.Raw = raw
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", api.NewHandler(api.Cache(st, c.Duration("read-cache")), log))
+	act.Register(mux)
+	log.Info("activity API", "collection", act.Producer != nil, "raw_events", act.Raw != nil)
+	return mux, closeAll, nil
 }

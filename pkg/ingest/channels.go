@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"errors"
 	"hash/maphash"
 	"strconv"
 	"time"
@@ -45,8 +46,19 @@ type countedEvent struct {
 	ws, ch         string
 }
 
-func newChannelSink(st *store.Store, rule TimeRule, userMinuteCap int) *channelSink {
-	return &channelSink{st: st, rule: rule, win: st.Window(), userCap: newUserCap(userMinuteCap), parts: map[topicPartition]*part{}}
+// NewChannelSink returns the channel pipeline's sink over st: events count
+// if they arrive within lateness of their minute's end and at most maxSkew
+// ahead of it (0: the defaults), and at most userMinuteCap per workspace,
+// user and minute (0: no cap).
+func NewChannelSink(st *store.Store, lateness, maxSkew time.Duration, userMinuteCap int) (Sink, error) {
+	if userMinuteCap < 0 {
+		return nil, errors.New("ingest: --user-minute-cap must not be negative (0 turns it off)")
+	}
+	rule, err := NewTimeRule(lateness, maxSkew, st.Window().Span())
+	if err != nil {
+		return nil, err
+	}
+	return &channelSink{st: st, rule: rule, win: st.Window(), userCap: newUserCap(userMinuteCap), parts: map[topicPartition]*part{}}, nil
 }
 
 func (s *channelSink) Add(r *kgo.Record, arrived, now time.Time) error {

@@ -53,17 +53,13 @@ func Replay(ctx context.Context, cfg ReplayConfig) (*Stats, error) {
 	if cfg.Store == nil || cfg.Topic == "" {
 		return nil, errors.New("ingest.replay: store and topic are required")
 	}
-	if cfg.UserMinuteCap < 0 {
-		return nil, fmt.Errorf("ingest.replay: negative user minute cap %d", cfg.UserMinuteCap)
-	}
 	if cfg.BatchEvents <= 0 {
 		cfg.BatchEvents = DefaultBatchEvents
 	}
-	rule, err := NewTimeRule(cfg.Lateness, cfg.MaxSkew, cfg.Store.Window().Span())
+	sink, err := NewChannelSink(cfg.Store, cfg.Lateness, cfg.MaxSkew, cfg.UserMinuteCap)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("ingest.replay: %w", err)
 	}
-	sink := newChannelSink(cfg.Store, rule, cfg.UserMinuteCap)
 	if cfg.Stall <= 0 {
 		cfg.Stall = 10 * time.Second
 	}

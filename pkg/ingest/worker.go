@@ -144,8 +144,6 @@ func New(cfg Config) (*Worker, error) {
 		return nil, errors.New("ingest: no topic (--topic)")
 	case cfg.Group == "":
 		return nil, errors.New("ingest: no consumer group (--group)")
-	case cfg.UserMinuteCap < 0:
-		return nil, errors.New("ingest: --user-minute-cap must not be negative (0 turns it off)")
 	}
 	if cfg.DLQTopic == "" {
 		cfg.DLQTopic = cfg.Topic + kafka.DLQSuffix
@@ -163,11 +161,11 @@ func New(cfg Config) (*Worker, error) {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Sink == nil {
-		rule, err := NewTimeRule(cfg.Lateness, cfg.MaxSkew, cfg.Store.Window().Span())
+		sink, err := NewChannelSink(cfg.Store, cfg.Lateness, cfg.MaxSkew, cfg.UserMinuteCap)
 		if err != nil {
 			return nil, err
 		}
-		cfg.Sink = newChannelSink(cfg.Store, rule, cfg.UserMinuteCap)
+		cfg.Sink = sink
 	}
 	return &Worker{cfg: cfg}, nil
 }

@@ -87,6 +87,13 @@ func (s *Store) Ping(ctx context.Context) error {
 // Window returns the window the store uses.
 func (s *Store) Window() window.Window { return s.win }
 
+// Client is the Redis client the store uses, for the other stores of a
+// process (user activity, geo cells) to share.
+func (s *Store) Client() rueidis.Client { return s.c }
+
+// Keys is the store's key space.
+func (s *Store) Keys() keys.Space { return s.keys }
+
 // Counts is one flush's pre-aggregated counts:
 // workspace -> unix minute -> channel -> number of events.
 type Counts map[string]map[int64]map[string]int64

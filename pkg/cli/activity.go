@@ -1,0 +1,455 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/urfave/cli/v2"
+	"github.com/urfave/cli/v2/altsrc"
+
+	"github.com/topk-dev/topk/pkg/activity"
+	"github.com/topk-dev/topk/pkg/activityingest"
+	"github.com/topk-dev/topk/pkg/events"
+	"github.com/topk-dev/topk/pkg/geo"
+	"github.com/topk-dev/topk/pkg/ingest"
+	"github.com/topk-dev/topk/pkg/kafka"
+	"github.com/topk-dev/topk/pkg/loadgen"
+	"github.com/topk-dev/topk/pkg/rawstore"
+	"github.com/topk-dev/topk/pkg/store"
+	"github.com/topk-dev/topk/pkg/usercount"
+)
+
+// The user activity path (issue 7): `topk activity ingest` counts, `topk
+// activity archive` keeps the raw events, `topk schedule` rolls the
+// counters up, `topk serve` answers; the other subcommands query and
+// produce.
+
+func activityCommand(env *Env) *cli.Command {
+	return &cli.Command{
+		Name:  "activity",
+		Usage: "user activity: per-user counts, geo cells, raw events (ingest, archive, count, check, list, delete, produce)",
+		Subcommands: []*cli.Command{
+			activityIngestCommand(env),
+			activityArchiveCommand(env),
+			activityCountCommand(env),
+			activityCheckCommand(env),
+			activityListCommand(env),
+			activityDeleteCommand(env),
+			activityProduceCommand(env),
+		},
+	}
+}
+
+// activityTopicFlag is the activity topic (--activity-topic: commands that
+// also have the channel pipeline's --topic tell them apart).
+func activityTopicFlag() cli.Flag {
+	return altsrc.NewStringFlag(&cli.StringFlag{Name: "activity-topic", EnvVars: []string{"TOPK_ACTIVITY_TOPIC"}, Value: activity.Topic, Usage: "Kafka topic of user activity events (keyed by user id)"})
+}
+
+// activityStoreFlags configure the user and geo counters; every command
+// that writes or rolls them up must agree on them.
+func activityStoreFlags() []cli.Flag {
+	return []cli.Flag{
+		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "user-minute-retention", EnvVars: []string{"TOPK_USER_MINUTE_RETENTION"}, Value: usercount.DefaultMinuteRetention, Usage: "how long a user's minute counters live after their hour"}),
+		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "user-rollup-retention", EnvVars: []string{"TOPK_USER_ROLLUP_RETENTION"}, Value: usercount.DefaultRollupRetention, Usage: "how long a user's hour and day rollups live"}),
+		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "geo-retention", EnvVars: []string{"TOPK_GEO_RETENTION"}, Value: 400 * 24 * time.Hour, Usage: "how long geo cell counters live after their hour"}),
+		altsrc.NewIntFlag(&cli.IntFlag{Name: "geo-precision", EnvVars: []string{"TOPK_GEO_PRECISION"}, Value: 6, Usage: "geohash precision of the geo cells (1 to 6)"}),
+	}
+}
+
+func postgresFlag(usage string) cli.Flag {
+	return altsrc.NewStringFlag(&cli.StringFlag{Name: "postgres", EnvVars: []string{"TOPK_POSTGRES"}, Usage: "PostgreSQL DSN of the raw event store, e.g. postgres://topk@db:5432/topk (" + usage + ")"})
+}
+
+func rawRetentionFlag() cli.Flag {
+	return altsrc.NewDurationFlag(&cli.DurationFlag{Name: "raw-retention", EnvVars: []string{"TOPK_RAW_RETENTION"}, Value: rawstore.DefaultKeep, Usage: "how long raw events are kept (whole days are dropped)"})
+}
+
+// activityStores opens the user and geo counters over st's Redis client,
+// with the command's settings (the defaults for commands without them).
+func activityStores(c *cli.Context, st *store.Store) (*usercount.Store, *geo.Store, error) {
+	o := usercount.Options{}
+	g := geo.Options{}
+	if hasFlag(c, "user-minute-retention") {
+		o.MinuteRetention, o.RollupRetention = c.Duration("user-minute-retention"), c.Duration("user-rollup-retention")
+		g.Retention, g.Precision = c.Duration("geo-retention"), c.Int("geo-precision")
+		if o.MinuteRetention < 2*time.Hour || o.RollupRetention < 48*time.Hour || g.Retention <= 0 {
+			return nil, nil, cli.Exit("--user-minute-retention must be at least 2h, --user-rollup-retention at least 48h, --geo-retention positive", exitUsage)
+		}
+	}
+	if hasFlag(c, "lateness") {
+		o.Lateness = c.Duration("lateness")
+	}
+	cells, err := geo.New(st.Client(), st.Keys(), g)
+	if err != nil {
+		return nil, nil, cli.Exit(err.Error(), exitUsage)
+	}
+	return usercount.New(st.Client(), st.Keys(), o), cells, nil
+}
+
+// openRaw opens the raw event store at --postgres and creates its schema.
+func openRaw(c *cli.Context) (*rawstore.Postgres, error) {
+	dsn := c.String("postgres")
+	if dsn == "" {
+		return nil, cli.Exit("no raw event store: give --postgres (or TOPK_POSTGRES)", exitUsage)
+	}
+	ctx, cancel := context.WithTimeout(c.Context, 30*time.Second)
+	defer cancel()
+	raw, err := rawstore.Open(ctx, dsn, rawstore.Options{})
+	if err != nil {
+		return nil, cli.Exit(fmt.Sprintf("cannot open the raw event store: %v", err), 1)
+	}
+	if err := raw.Migrate(ctx); err != nil {
+		raw.Close()
+		return nil, cli.Exit(fmt.Sprintf("cannot create the raw event store's schema: %v", err), 1)
+	}
+	return raw, nil
+}
+
+func activityIngestCommand(env *Env) *cli.Command {
+	flags := []cli.Flag{brokersFlag(DefaultBrokers), activityTopicFlag(), redisFlag(DefaultRedis), prefixFlag()}
+	flags = append(flags, ingestFlags(activityingest.CountersGroup)...)
+	flags = append(flags, activityStoreFlags()...)
+	flags = append(flags, latenessFlag())
+	flags = append(flags, logFlags("info")...)
+	return withConfig(&cli.Command{
+		Name:  "ingest",
+		Usage: "consume user activity events into the per-user and geo counters in Redis",
+		Description: "Runs --workers members of the consumer group. Offsets are committed only after Redis\n" +
+			"has the batch; per-user counts are exactly once (fenced per user and partition), geo cells\n" +
+			"at least once. Invalid and late events go to the dead-letter topic.",
+		Flags: flags,
+		Action: serviceAction(env, func(c *cli.Context, st *store.Store, log *slog.Logger) error {
+			users, cells, err := activityStores(c, st)
+			if err != nil {
+				return err
+			}
+			cs := flagConsumers(c, c.String("activity-topic"))
+			if cs.dlq == "" {
+				cs.dlq = activity.DLQTopic
+			}
+			workers, err := newWorkers(c, cs, log, func() (ingest.Sink, error) {
+				return activityingest.NewCounters(users, cells, c.Duration("lateness"), c.Duration("max-skew"))
+			})
+			if err != nil {
+				return err
+			}
+			return runWorkers(c.Context, workers, log)
+		}),
+	})
+}
+
+func activityArchiveCommand(env *Env) *cli.Command {
+	flags := []cli.Flag{brokersFlag(DefaultBrokers), activityTopicFlag(), postgresFlag("required"), rawRetentionFlag()}
+	flags = append(flags, ingestFlags(activityingest.RawGroup)...)
+	flags = append(flags, logFlags("info")...)
+	return withConfig(&cli.Command{
+		Name:  "archive",
+		Usage: "consume user activity events into the raw event store (PostgreSQL), and apply its retention",
+		Description: "Its own consumer group: every decodable event is stored once (late ones too), then\n" +
+			"offsets are committed. Every hour, days older than --raw-retention are dropped whole.",
+		Flags: flags,
+		Action: func(c *cli.Context) error {
+			log, err := newLogger(c, env)
+			if err != nil {
+				return err
+			}
+			raw, err := openRaw(c)
+			if err != nil {
+				return err
+			}
+			defer raw.Close()
+			cs := flagConsumers(c, c.String("activity-topic"))
+			if cs.dlq == "" {
+				cs.dlq = activityingest.RawDLQTopic
+			}
+			workers, err := newWorkers(c, cs, log, func() (ingest.Sink, error) { return activityingest.NewRaw(raw), nil })
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithCancel(c.Context)
+			defer cancel()
+			go retainLoop(ctx, raw, c.Duration("raw-retention"), log)
+			return runWorkers(ctx, workers, log)
+		},
+	})
+}
+
+// retainLoop applies the raw store's retention now and every hour.
+func retainLoop(ctx context.Context, raw rawstore.Store, keep time.Duration, log *slog.Logger) {
+	t := time.NewTicker(time.Hour)
+	defer t.Stop()
+	for {
+		dropped, err := raw.Retain(ctx, time.Now(), keep)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			log.Warn("raw event retention failed; retrying in an hour", "err", err)
+		case len(dropped) > 0:
+			log.Info("raw event days dropped", "days", dropped)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// userFlags are the flags of the commands about one user's activity.
+func userFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "user", Required: true, Usage: "user id"},
+		&cli.StringFlag{Name: "type", Usage: "event type (empty: all types)"},
+	}
+}
+
+func activityCountCommand(env *Env) *cli.Command {
+	flags := []cli.Flag{redisFlag(DefaultRedis), prefixFlag()}
+	flags = append(flags, userFlags()...)
+	flags = append(flags,
+		&cli.StringFlag{Name: "window", Usage: "1m (approximate: the seed's sliding estimate), 1h or 24h (exact)"},
+		&cli.TimestampFlag{Name: "from", Layout: time.RFC3339, Usage: "start of a range, RFC 3339 (a whole minute; with --to, instead of --window)"},
+		&cli.TimestampFlag{Name: "to", Layout: time.RFC3339, Usage: "end of the range, exclusive"},
+		&cli.BoolFlag{Name: "json", Usage: "print JSON"},
+	)
+	flags = append(flags, logFlags("warn")...)
+	return withConfig(&cli.Command{
+		Name:      "count",
+		Usage:     "how many actions a user took in a window or a range",
+		UsageText: "topk activity count --user U [--type T] (--window 1m|1h|24h | --from T1 --to T2) [--json]",
+		Flags:     flags,
+		Action: serviceAction(env, func(c *cli.Context, st *store.Store, _ *slog.Logger) error {
+			users, _, err := activityStores(c, st)
+			if err != nil {
+				return err
+			}
+			user, typ, win := c.String("user"), c.String("type"), c.String("window")
+			from, to := c.Timestamp("from"), c.Timestamp("to")
+			var (
+				n    int64
+				what string
+			)
+			switch {
+			case win != "" && (from != nil || to != nil), win == "" && (from == nil || to == nil):
+				return cli.Exit("give --window, or --from and --to", exitUsage)
+			case win != "":
+				n, err = users.CountWindow(c.Context, user, typ, win, time.Now())
+				what = "last " + win
+				if win == usercount.Window1m {
+					what += " (approximate)"
+				}
+			default:
+				n, err = users.Count(c.Context, user, typ, *from, *to)
+				what = from.UTC().Format(time.RFC3339) + " to " + to.UTC().Format(time.RFC3339)
+			}
+			if err != nil {
+				return countError(err)
+			}
+			if c.Bool("json") {
+				return writeJSON(env, map[string]any{"user_id": user, "type": typ, "window": win, "count": n})
+			}
+			fmt.Fprintf(env.Out, "%s %s: %d %s\n", user, what, n, typeText(typ))
+			return nil
+		}),
+	})
+}
+
+func typeText(typ string) string {
+	if typ == "" {
+		return "events"
+	}
+	return typ + " events"
+}
+
+// countError turns a count error into the CLI's: a usage error for bad
+// arguments, else Redis could not answer.
+func countError(err error) error {
+	if errors.Is(err, usercount.ErrBadRange) || errors.Is(err, usercount.ErrUnknownWindow) || events.ReasonOf(err) == activity.ReasonInvalidType {
+		return cli.Exit(err.Error(), exitUsage)
+	}
+	return cli.Exit(fmt.Sprintf("cannot read the counters from Redis: %v", err), 1)
+}
+
+func activityCheckCommand(env *Env) *cli.Command {
+	flags := []cli.Flag{redisFlag(DefaultRedis), prefixFlag()}
+	flags = append(flags, userFlags()...)
+	flags = append(flags,
+		&cli.Int64Flag{Name: "limit", Required: true, Usage: "most actions allowed in the window"},
+		&cli.StringFlag{Name: "window", Value: usercount.Window1m, Usage: "1m, 1h or 24h"},
+	)
+	flags = append(flags, logFlags("warn")...)
+	return withConfig(&cli.Command{
+		Name:        "check",
+		Usage:       "rate limit: is the user still under --limit actions in the window? (exit status 0: allowed, 3: denied)",
+		UsageText:   "topk activity check --user U --limit N [--type T] [--window 1m]",
+		Description: "Answered from the counters, which lag the events by the pipeline's freshness (seconds).",
+		Flags:       flags,
+		Action: serviceAction(env, func(c *cli.Context, st *store.Store, _ *slog.Logger) error {
+			users, _, err := activityStores(c, st)
+			if err != nil {
+				return err
+			}
+			if c.Int64("limit") < 1 {
+				return cli.Exit("--limit must be at least 1", exitUsage)
+			}
+			ok, n, err := users.Allow(c.Context, c.String("user"), c.String("type"), c.Int64("limit"), c.String("window"))
+			if err != nil {
+				return countError(err)
+			}
+			if !ok {
+				return cli.Exit(fmt.Sprintf("denied: %s has %d %s in the last %s, limit %d", c.String("user"), n, typeText(c.String("type")), c.String("window"), c.Int64("limit")), exitDenied)
+			}
+			fmt.Fprintf(env.Out, "allowed: %s has %d %s in the last %s, limit %d\n", c.String("user"), n, typeText(c.String("type")), c.String("window"), c.Int64("limit"))
+			return nil
+		}),
+	})
+}
+
+// exitDenied is `topk activity check`'s exit status for a user over the limit.
+const exitDenied = 3
+
+func activityListCommand(env *Env) *cli.Command {
+	flags := []cli.Flag{postgresFlag("required"),
+		&cli.StringFlag{Name: "user", Required: true, Usage: "user id"},
+		&cli.TimestampFlag{Name: "from", Layout: time.RFC3339, Usage: "start, RFC 3339 (default: 30 days ago)"},
+		&cli.TimestampFlag{Name: "to", Layout: time.RFC3339, Usage: "end, exclusive (default: now)"},
+		&cli.StringFlag{Name: "cursor", Usage: "the next_cursor of a previous page"},
+		&cli.IntFlag{Name: "limit", Value: rawstore.DefaultLimit, Usage: "events per page"},
+		&cli.BoolFlag{Name: "json", Usage: "print JSON"},
+	}
+	return withConfig(&cli.Command{
+		Name:  "list",
+		Usage: "a user's raw events, newest first, one page",
+		Flags: flags,
+		Action: func(c *cli.Context) error {
+			raw, err := openRaw(c)
+			if err != nil {
+				return err
+			}
+			defer raw.Close()
+			to := time.Now()
+			from := to.Add(-rawstore.DefaultKeep)
+			if t := c.Timestamp("from"); t != nil {
+				from = *t
+			}
+			if t := c.Timestamp("to"); t != nil {
+				to = *t
+			}
+			evs, next, err := raw.List(c.Context, c.String("user"), from, to, c.String("cursor"), c.Int("limit"))
+			if errors.Is(err, rawstore.ErrInvalid) {
+				return cli.Exit(err.Error(), exitUsage)
+			}
+			if err != nil {
+				return cli.Exit(fmt.Sprintf("cannot read the raw event store: %v", err), 1)
+			}
+			if c.Bool("json") {
+				return writeJSON(env, map[string]any{"events": evs, "next_cursor": next})
+			}
+			for _, e := range evs {
+				where := ""
+				if e.Lat != nil {
+					where = fmt.Sprintf(" at %.4f,%.4f", *e.Lat, *e.Lng)
+				}
+				fmt.Fprintf(env.Out, "%s  %-12s%s  %s\n", e.TS.UTC().Format(time.RFC3339Nano), e.Type, where, e.Metadata)
+			}
+			if next != "" {
+				fmt.Fprintf(env.Out, "more: --cursor %s\n", next)
+			}
+			return nil
+		},
+	})
+}
+
+func activityDeleteCommand(env *Env) *cli.Command {
+	flags := []cli.Flag{redisFlag(DefaultRedis), prefixFlag(), postgresFlag("required"),
+		&cli.StringFlag{Name: "user", Required: true, Usage: "user id"}}
+	flags = append(flags, logFlags("warn")...)
+	return withConfig(&cli.Command{
+		Name:        "delete",
+		Usage:       "delete a user's raw events and activity counters (privacy); geo aggregates stay",
+		Description: "Stop producing the user's events first: a record consumed after the delete counts again.",
+		Flags:       flags,
+		Action: serviceAction(env, func(c *cli.Context, st *store.Store, _ *slog.Logger) error {
+			users, _, err := activityStores(c, st)
+			if err != nil {
+				return err
+			}
+			raw, err := openRaw(c)
+			if err != nil {
+				return err
+			}
+			defer raw.Close()
+			n, err := raw.DeleteUser(c.Context, c.String("user"))
+			if err != nil {
+				return cli.Exit(fmt.Sprintf("cannot delete from the raw event store: %v", err), 1)
+			}
+			k, err := users.DeleteUser(c.Context, c.String("user"))
+			if err != nil {
+				return cli.Exit(fmt.Sprintf("raw events deleted (%d), but not the counters: %v", n, err), 1)
+			}
+			fmt.Fprintf(env.Out, "deleted %d raw events and %d counter keys of %s\n", n, k, c.String("user"))
+			return nil
+		}),
+	})
+}
+
+// activityTrafficFlags shape `activity produce`'s and `run`'s activity.
+func activityTrafficFlags(rate float64) []cli.Flag {
+	d := loadgen.DefaultActivityConfig()
+	return []cli.Flag{
+		altsrc.NewFloat64Flag(&cli.Float64Flag{Name: "activity-rate", EnvVars: []string{"TOPK_ACTIVITY_RATE"}, Value: rate, Usage: "user activity events per second (0: none)"}),
+		altsrc.NewIntFlag(&cli.IntFlag{Name: "activity-users", Value: d.Users, Usage: "users producing activity (Zipf-distributed)"}),
+		altsrc.NewFloat64Flag(&cli.Float64Flag{Name: "geo-share", Value: d.GeoShare, Usage: "fraction of activity events with a location"}),
+	}
+}
+
+func newActivityGenerator(c *cli.Context) (*loadgen.ActivityGenerator, error) {
+	cfg := loadgen.DefaultActivityConfig()
+	cfg.Users, cfg.GeoShare, cfg.Seed = c.Int("activity-users"), c.Float64("geo-share"), uint64(time.Now().UnixNano())
+	g, err := loadgen.NewActivity(cfg)
+	if err != nil {
+		return nil, cli.Exit(err.Error(), exitUsage)
+	}
+	return g, nil
+}
+
+func activityProduceCommand(env *Env) *cli.Command {
+	flags := []cli.Flag{brokersFlag(DefaultBrokers), activityTopicFlag()}
+	flags = append(flags, activityTrafficFlags(2000)...)
+	flags = append(flags,
+		&cli.DurationFlag{Name: "duration", Usage: "stop after this long (0: until interrupted or --count)"},
+		&cli.Int64Flag{Name: "count", Usage: "stop after this many events (0: unlimited)"},
+		altsrc.NewIntFlag(&cli.IntFlag{Name: "partitions", Value: 8, Usage: "partitions of the topic when it has to be created"}),
+	)
+	flags = append(flags, logFlags("info")...)
+	return withConfig(&cli.Command{
+		Name:  "produce",
+		Usage: "produce synthetic user activity (Zipf users, login/page_view/message/booking, some located) into Kafka",
+		Flags: flags,
+		Action: func(c *cli.Context) error {
+			gen, err := newActivityGenerator(c)
+			if err != nil {
+				return err
+			}
+			cl, err := kafka.NewClient(kafkaConfig(c), kgo.ProducerLinger(5*time.Millisecond))
+			if err != nil {
+				return cli.Exit(err.Error(), exitUsage)
+			}
+			defer cl.Close()
+			topic := c.String("activity-topic")
+			if err := kafka.EnsureTopics(c.Context, cl, int32(c.Int("partitions")), topic); err != nil {
+				return cli.Exit(err.Error(), 1)
+			}
+			st, err := loadgen.Produce(c.Context, cl, topic, gen, loadgen.ProduceOptions{Rate: c.Float64("activity-rate"), Count: c.Int64("count"), Duration: c.Duration("duration")})
+			fmt.Fprintf(env.Out, "produced %d activity events (%d acknowledged) in %s\n", st.Sent, st.Acked, st.Elapsed.Round(time.Millisecond))
+			if err != nil {
+				return cli.Exit(err.Error(), 1)
+			}
+			return nil
+		},
+	})
+}
