@@ -1,6 +1,7 @@
 # topk: the two commands a new user needs are `make run` and `make test`.
-# Both install what is missing first (scripts/install-deps.sh: redis-server
-# through apt); neither needs Docker, Kafka or a running Redis.
+# Both install what is missing first (scripts/install-deps.sh: redis-server and
+# postgresql through apt); neither needs Docker, Kafka, or a running Redis or
+# PostgreSQL.
 
 GO      ?= go
 BIN     := bin/topk
