@@ -118,7 +118,8 @@ func (f *fixture) dead(dlq string, want int) map[events.Reason]int {
 // two consumer groups; per-user counts (all types and per type) and geo
 // cell counts equal the exact counts of the valid, on-time events; the raw
 // store holds every decodable event, late ones included; each group
-// dead-letters what it refuses, with its reason. Then both groups are
+// dead-letters what it refuses, with its reason (the raw store refuses
+// events older than it keeps). Then both groups are
 // replayed from the start under new group names: nothing is counted or
 // stored twice.
 func TestActivityPipeline(t *testing.T) {
@@ -161,6 +162,8 @@ func TestActivityPipeline(t *testing.T) {
 		&kgo.Record{Key: []byte("x"), Value: []byte(`{"user_id":`)},
 		&kgo.Record{Key: []byte("x"), Value: []byte(`{"user_id":"x","type":"login","ts":1,"lat":91,"lng":0}`)},
 		&kgo.Record{Key: []byte("user-late"), Value: late.Encode(), Timestamp: from.Add(3 * time.Minute)},
+		// Older than the raw store keeps events: late for the counters too.
+		&kgo.Record{Key: []byte("user-old"), Value: activity.Event{UserID: "user-old", Type: "login", TS: from.Add(-31 * 24 * time.Hour).UnixMilli()}.Encode(), Timestamp: from},
 	)
 	cl := f.client(kgo.DefaultProduceTopic(activity.Topic))
 	if err := cl.ProduceSync(ctx, records...).FirstErr(); err != nil {
@@ -173,17 +176,17 @@ func TestActivityPipeline(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := f.run(activityingest.CountersGroup, activity.DLQTopic, counters, total)
-	if st.Counted.Load() != valid || st.Rejected.Load() != 3 {
-		t.Fatalf("counters: counted %d, rejected %d; want %d and 3", st.Counted.Load(), st.Rejected.Load(), valid)
+	if st.Counted.Load() != valid || st.Rejected.Load() != 4 {
+		t.Fatalf("counters: counted %d, rejected %d; want %d and 4", st.Counted.Load(), st.Rejected.Load(), valid)
 	}
-	st = f.run(activityingest.RawGroup, activityingest.RawDLQTopic, activityingest.NewRaw(f.raw), total)
-	if st.Counted.Load() != valid+1 || st.Rejected.Load() != 2 {
-		t.Fatalf("raw: stored %d, rejected %d; want %d (the late one too) and 2", st.Counted.Load(), st.Rejected.Load(), valid+1)
+	st = f.run(activityingest.RawGroup, activityingest.RawDLQTopic, activityingest.NewRaw(f.raw, 0), total)
+	if st.Counted.Load() != valid+1 || st.Rejected.Load() != 3 {
+		t.Fatalf("raw: stored %d, rejected %d; want %d (the late one too) and 3", st.Counted.Load(), st.Rejected.Load(), valid+1)
 	}
-	if got := f.dead(activity.DLQTopic, 3); got[events.ReasonMalformedJSON] != 1 || got[activity.ReasonInvalidCoordinates] != 1 || got[events.ReasonLate] != 1 {
+	if got := f.dead(activity.DLQTopic, 4); got[events.ReasonMalformedJSON] != 1 || got[activity.ReasonInvalidCoordinates] != 1 || got[events.ReasonLate] != 2 {
 		t.Fatalf("counters' dead letters by reason: %v", got)
 	}
-	if got := f.dead(activityingest.RawDLQTopic, 2); got[events.ReasonMalformedJSON] != 1 || got[activity.ReasonInvalidCoordinates] != 1 {
+	if got := f.dead(activityingest.RawDLQTopic, 3); got[events.ReasonMalformedJSON] != 1 || got[activity.ReasonInvalidCoordinates] != 1 || got[activityingest.ReasonBeyondRetention] != 1 {
 		t.Fatalf("raw store's dead letters by reason: %v", got)
 	}
 
@@ -237,7 +240,7 @@ func TestActivityPipeline(t *testing.T) {
 	if st.Counted.Load() != 0 || st.Replayed.Load() != valid {
 		t.Fatalf("replay: counted %d, skipped %d; want 0 and %d", st.Counted.Load(), st.Replayed.Load(), valid)
 	}
-	f.run("replay-raw", "replay-raw.dlq", activityingest.NewRaw(f.raw), total)
+	f.run("replay-raw", "replay-raw.dlq", activityingest.NewRaw(f.raw, 0), total)
 	check("after a replay")
 	t.Logf("%d valid events of %d users, %d cells, 3 bad records", valid, len(exact), len(cellCounts))
 }

@@ -7,7 +7,8 @@
 //     fenced per user and partition) and the geo cell counters
 //     (pkg/geo; at-least-once, like the global view);
 //   - Raw writes every event to the raw event store (pkg/rawstore;
-//     idempotent by Kafka coordinates).
+//     idempotent by Kafka coordinates), unless it is older than the store
+//     keeps events.
 //
 // They judge records alike except for time: the counters take an event
 // only within the allowed lateness (as the channel pipeline does: a late
@@ -25,6 +26,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/topk-dev/topk/pkg/activity"
+	"github.com/topk-dev/topk/pkg/events"
 	"github.com/topk-dev/topk/pkg/geo"
 	"github.com/topk-dev/topk/pkg/ingest"
 	"github.com/topk-dev/topk/pkg/rawstore"
@@ -113,20 +115,36 @@ func (s *Counters) Write(ctx context.Context) (ingest.Written, error) {
 
 func (s *Counters) String() string { return "user and geo counters to Redis" }
 
+// ReasonBeyondRetention: the raw store refuses an event older, when it
+// reached the broker, than the store keeps events (it would be dropped at
+// once, after making storage for its day).
+const ReasonBeyondRetention events.Reason = "beyond_retention"
+
 // Raw is the sink of the raw event store.
 type Raw struct {
 	store   rawstore.Store
+	keep    time.Duration
 	pending []rawstore.Event
 }
 
-// NewRaw returns the raw store's sink.
-func NewRaw(store rawstore.Store) *Raw { return &Raw{store: store} }
+// NewRaw returns the raw store's sink; it refuses events older than keep
+// (0: rawstore.DefaultKeep) on arrival.
+func NewRaw(store rawstore.Store, keep time.Duration) *Raw {
+	if keep <= 0 {
+		keep = rawstore.DefaultKeep
+	}
+	return &Raw{store: store, keep: keep}
+}
 
 // Add implements ingest.Sink.
-func (s *Raw) Add(r *kgo.Record, _, _ time.Time) error {
+func (s *Raw) Add(r *kgo.Record, arrived, _ time.Time) error {
 	ev, err := activity.Decode(r.Value)
 	if err != nil {
 		return err
+	}
+	if oldest := arrived.Add(-s.keep); ev.TS < oldest.UnixMilli() {
+		return events.Reject(ReasonBeyondRetention, "event time %s is more than %s before its arrival at %s: the raw store no longer keeps it",
+			time.UnixMilli(ev.TS).UTC().Format(time.RFC3339), s.keep, arrived.UTC().Format(time.RFC3339))
 	}
 	s.pending = append(s.pending, rawstore.Event{
 		EventID: ev.EventID, UserID: ev.UserID, Type: ev.Type, TS: time.UnixMilli(ev.TS).UTC(),

@@ -167,7 +167,7 @@ func activityArchiveCommand(env *Env) *cli.Command {
 			if cs.dlq == "" {
 				cs.dlq = activityingest.RawDLQTopic
 			}
-			workers, err := newWorkers(c, cs, log, func() (ingest.Sink, error) { return activityingest.NewRaw(raw), nil })
+			workers, err := newWorkers(c, cs, log, func() (ingest.Sink, error) { return activityingest.NewRaw(raw, c.Duration("raw-retention")), nil })
 			if err != nil {
 				return err
 			}
