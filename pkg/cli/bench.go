@@ -21,7 +21,7 @@ func benchCommand(env *Env) *cli.Command {
 	return &cli.Command{
 		Name:        "bench",
 		Usage:       "measure topk against synthetic streams whose exact answer is known",
-		Subcommands: []*cli.Command{benchAccuracyCommand(env), benchPipelineCommand(env), benchMemoryCommand(env), benchWindowsCommand(env)},
+		Subcommands: []*cli.Command{benchAccuracyCommand(env), benchPipelineCommand(env), benchMemoryCommand(env), benchWindowsCommand(env), benchActivityCommand(env)},
 	}
 }
 
