@@ -7,12 +7,12 @@ import (
 	"math/rand/v2"
 	"sort"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
 
 	"github.com/topk-dev/topk/lua"
+	"github.com/topk-dev/topk/pkg/internal/par"
 	"github.com/topk-dev/topk/pkg/keys"
 )
 
@@ -268,36 +268,17 @@ func (s *Store) Apply(ctx context.Context, b *Batch) error {
 	if b.prepared == nil {
 		s.prepare(b)
 	}
-	var (
-		mu       sync.Mutex
-		firstErr error
-		failed   int
-		wg       sync.WaitGroup
-	)
-	sem := make(chan struct{}, s.opts.ParallelCalls)
-	for i := range b.prepared {
+	failed, firstErr := par.Errors(len(b.prepared), s.opts.ParallelCalls, func(i int) error {
 		if b.done[i] {
-			continue
+			return nil
 		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			c := b.prepared[i]
-			_, err := lua.Geo.Exec(ctx, s.c, c.keys, c.args).AsInt64()
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				failed++
-				if firstErr == nil {
-					firstErr = err
-				}
-				return
-			}
-			b.done[i] = true
-		}()
-	}
-	wg.Wait()
+		c := b.prepared[i]
+		if _, err := lua.Geo.Exec(ctx, s.c, c.keys, c.args).AsInt64(); err != nil {
+			return err
+		}
+		b.done[i] = true // each i is its own element: no lock needed
+		return nil
+	})
 	if firstErr != nil {
 		return fmt.Errorf("geo.apply: %d of %d calls failed: %w", failed, len(b.prepared), firstErr)
 	}

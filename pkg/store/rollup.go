@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/topk-dev/topk/lua"
+	"github.com/topk-dev/topk/pkg/internal/par"
 	"github.com/topk-dev/topk/pkg/window"
 )
 
@@ -153,24 +154,15 @@ func (s *Store) perWorkspaceCalls(workspaces []string, per int, fn func(part []s
 		per = 1
 	}
 	calls := (len(workspaces) + per - 1) / per
-	var (
-		mu       sync.Mutex
-		firstErr error
-		failed   int
-	)
-	s.parallel(calls, func(i int) {
+	failed, firstErr := par.Errors(calls, s.opts.ParallelCalls, func(i int) error {
 		part := workspaces[i*per : min((i+1)*per, len(workspaces))]
 		if err := fn(part); err != nil {
-			mu.Lock()
-			defer mu.Unlock()
-			failed += len(part)
-			if firstErr == nil {
-				firstErr = fmt.Errorf("workspace %q and %d more: %w", part[0], len(part)-1, err)
-			}
+			return fmt.Errorf("workspace %q and %d more: %w", part[0], len(part)-1, err)
 		}
+		return nil
 	})
 	if firstErr != nil {
-		return fmt.Errorf("%d of %d workspaces failed: %w", failed, len(workspaces), firstErr)
+		return fmt.Errorf("%d of %d calls (up to %d workspaces each) failed: %w", failed, calls, per, firstErr)
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/topk-dev/topk/lua"
+	"github.com/topk-dev/topk/pkg/internal/par"
 	"github.com/topk-dev/topk/pkg/keys"
 	"github.com/topk-dev/topk/pkg/window"
 )
@@ -374,26 +375,15 @@ func (s *Store) Apply(ctx context.Context, b *Batch) error {
 }
 
 func (s *Store) applyCalls(ctx context.Context, b *Batch) error {
-	var (
-		mu       sync.Mutex
-		firstErr error
-		failed   int
-	)
-	s.parallel(len(b.calls), func(i int) {
+	failed, firstErr := par.Errors(len(b.calls), s.opts.ParallelCalls, func(i int) error {
 		if b.done[i] {
-			return
+			return nil
 		}
-		err := b.calls[i].exec(ctx, s.c)
-		mu.Lock()
-		defer mu.Unlock()
-		if err != nil {
-			failed++
-			if firstErr == nil {
-				firstErr = err
-			}
-			return
+		if err := b.calls[i].exec(ctx, s.c); err != nil {
+			return err
 		}
-		b.done[i] = true
+		b.done[i] = true // each i is its own element: no lock needed
+		return nil
 	})
 	if firstErr != nil {
 		return fmt.Errorf("store.apply: %d of %d calls failed: %w", failed, len(b.calls), firstErr)
@@ -443,19 +433,7 @@ func (s *Store) recountOverlaps(ctx context.Context, b *Batch) error {
 }
 
 // parallel runs fn(0..n-1) with at most ParallelCalls at once.
-func (s *Store) parallel(n int, fn func(i int)) {
-	sem := make(chan struct{}, s.opts.ParallelCalls)
-	var wg sync.WaitGroup
-	for i := 0; i < n; i++ {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			fn(i)
-		}()
-	}
-	wg.Wait()
-}
+func (s *Store) parallel(n int, fn func(i int)) { par.Each(n, s.opts.ParallelCalls, fn) }
 
 // ActiveWorkspace is one entry of the workspace index.
 type ActiveWorkspace struct {

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/topk-dev/topk/lua"
+	"github.com/topk-dev/topk/pkg/internal/par"
 )
 
 // Batch is one flush's counts, pre-aggregated per (user, type, minute), kept
@@ -191,39 +192,31 @@ type call struct {
 func (s *Store) applyGroups(ctx context.Context, b *Batch, groups []*group) ([]overlap, error) {
 	calls := s.packCalls(groups)
 	var (
-		mu       sync.Mutex
-		redo     []overlap
-		firstErr error
-		failed   int
+		mu   sync.Mutex
+		redo []overlap
 	)
-	s.parallel(len(calls), func(i int) {
+	failed, firstErr := par.Errors(len(calls), s.opts.ParallelCalls, func(i int) error {
 		c := calls[i]
 		reply, err := lua.Activity.Exec(ctx, s.c, c.keys, c.args).AsIntSlice()
 		if err == nil && (len(reply) < 3 || len(reply)%2 != 1) {
 			err = fmt.Errorf("%w: activity.lua replied %v", ErrBadReply, reply)
 		}
+		if err != nil {
+			return err
+		}
 		mu.Lock()
 		defer mu.Unlock()
-		if err != nil {
-			failed++
-			if firstErr == nil {
-				firstErr = err
-			}
-			return
-		}
 		b.Applied += reply[0]
 		b.Skipped += reply[1]
 		b.Expired += reply[2]
 		for j := 3; j < len(reply); j += 2 {
 			gi := int(reply[j]) - 1
 			if gi < 0 || gi >= len(c.groups) {
-				if firstErr == nil {
-					firstErr = fmt.Errorf("%w: activity.lua named group %d of %d", ErrBadReply, gi+1, len(c.groups))
-				}
-				return
+				return fmt.Errorf("%w: activity.lua named group %d of %d", ErrBadReply, gi+1, len(c.groups))
 			}
 			redo = append(redo, overlap{g: c.groups[gi], fence: reply[j+1]})
 		}
+		return nil
 	})
 	if firstErr != nil {
 		return nil, fmt.Errorf("usercount.apply: %d of %d calls failed: %w", failed, len(calls), firstErr)

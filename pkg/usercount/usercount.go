@@ -16,13 +16,14 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
 
 	"github.com/topk-dev/topk/lua"
 	"github.com/topk-dev/topk/pkg/activity"
+	"github.com/topk-dev/topk/pkg/internal/par"
 	"github.com/topk-dev/topk/pkg/keys"
 )
 
@@ -142,21 +143,6 @@ func (s *Store) ClosedHour(now time.Time) int64 {
 	return floorDiv(now.Add(-s.opts.Lateness).Unix(), 3600) - 1
 }
 
-// parallel runs fn(0..n-1) with at most ParallelCalls at once.
-func (s *Store) parallel(n int, fn func(i int)) {
-	sem := make(chan struct{}, s.opts.ParallelCalls)
-	var wg sync.WaitGroup
-	for i := range n {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			fn(i)
-		}()
-	}
-	wg.Wait()
-}
-
 // slotGroups splits users into groups that one script call may carry: all
 // of them on a single Redis, those of one hash slot in a cluster (slots as
 // rueidis' cluster command builder computes them).
@@ -235,25 +221,20 @@ func (s *Store) rollUsers(ctx context.Context, users []string, closed int64) (in
 			calls = append(calls, g[i:min(i+rollupUsersPerCall, len(g))])
 		}
 	}
-	var (
-		mu       sync.Mutex
-		total    int
-		firstErr error
-	)
-	s.parallel(len(calls), func(i int) {
+	var total atomic.Int64
+	_, firstErr := par.Errors(len(calls), s.opts.ParallelCalls, func(i int) error {
 		ks := make([]string, len(calls[i]))
 		for j, u := range calls[i] {
 			ks[j] = s.keys.User(u).Roll()
 		}
 		n, err := lua.ActivityRollup.Exec(ctx, s.c, ks, args).AsInt64()
-		mu.Lock()
-		defer mu.Unlock()
-		total += int(n)
-		if err != nil && firstErr == nil {
-			firstErr = fmt.Errorf("user %q and %d more: %w", calls[i][0], len(calls[i])-1, err)
+		if err != nil {
+			return fmt.Errorf("user %q and %d more: %w", calls[i][0], len(calls[i])-1, err)
 		}
+		total.Add(n)
+		return nil
 	})
-	return total, firstErr
+	return int(total.Load()), firstErr
 }
 
 // checkType maps the API's type ("" = all types) to the field prefix.
