@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/topk-dev/topk/pkg/events"
+	"github.com/topk-dev/topk/pkg/internal/par"
 	"github.com/topk-dev/topk/pkg/kafka"
 	"github.com/topk-dev/topk/pkg/keys"
 	"github.com/topk-dev/topk/pkg/window"
@@ -224,47 +224,32 @@ func naiveRefresh(c rueidis.Client, ks keys.Space, win window.Window) func(conte
 		buckets := win.Buckets(now)
 		ttl := int64((win.Span() + win.Grace) / time.Second)
 		nowMS := strconv.FormatInt(now.UnixMilli(), 10)
-		var (
-			sem      = make(chan struct{}, naiveRefreshParallel)
-			wg       sync.WaitGroup
-			mu       sync.Mutex
-			firstErr error
-		)
-		for _, ws := range ids {
-			sem <- struct{}{}
-			wg.Add(1)
-			go func() {
-				defer func() { <-sem; wg.Done() }()
-				wk := ks.Workspace(ws)
-				sum, top, meta := wk.Win(keys.Window1h), wk.Top(keys.Window1h), wk.TopMeta(keys.Window1h)
-				bucketKeys := make([]string, len(buckets))
-				for i, m := range buckets {
-					bucketKeys[i] = wk.Bucket(m)
+		_, err := par.Errors(len(ids), naiveRefreshParallel, func(i int) error {
+			ws := ids[i]
+			wk := ks.Workspace(ws)
+			sum, top, meta := wk.Win(keys.Window1h), wk.Top(keys.Window1h), wk.TopMeta(keys.Window1h)
+			bucketKeys := make([]string, len(buckets))
+			for i, m := range buckets {
+				bucketKeys[i] = wk.Bucket(m)
+			}
+			for _, r := range c.DoMulti(ctx,
+				c.B().Multi().Build(),
+				c.B().Zunionstore().Destination(sum).Numkeys(int64(len(bucketKeys))).Key(bucketKeys...).Build(),
+				c.B().Zrangestore().Dst(top).Src(sum).Min("0").Max(strconv.Itoa(k-1)).Rev().Build(),
+				c.B().Del().Key(sum).Build(),
+				c.B().Expire().Key(top).Seconds(ttl).Build(),
+				c.B().Hset().Key(meta).FieldValue().FieldValue("computed_at", nowMS).
+					FieldValue("window_start", strconv.FormatInt(buckets[0]*60_000, 10)).
+					FieldValue("window_end", nowMS).FieldValue("k", strconv.Itoa(k)).Build(),
+				c.B().Expire().Key(meta).Seconds(ttl).Build(),
+				c.B().Exec().Build(),
+			) {
+				if err := r.Error(); err != nil {
+					return fmt.Errorf("bench.naive: refresh %q: %w", ws, err)
 				}
-				for _, r := range c.DoMulti(ctx,
-					c.B().Multi().Build(),
-					c.B().Zunionstore().Destination(sum).Numkeys(int64(len(bucketKeys))).Key(bucketKeys...).Build(),
-					c.B().Zrangestore().Dst(top).Src(sum).Min("0").Max(strconv.Itoa(k-1)).Rev().Build(),
-					c.B().Del().Key(sum).Build(),
-					c.B().Expire().Key(top).Seconds(ttl).Build(),
-					c.B().Hset().Key(meta).FieldValue().FieldValue("computed_at", nowMS).
-						FieldValue("window_start", strconv.FormatInt(buckets[0]*60_000, 10)).
-						FieldValue("window_end", nowMS).FieldValue("k", strconv.Itoa(k)).Build(),
-					c.B().Expire().Key(meta).Seconds(ttl).Build(),
-					c.B().Exec().Build(),
-				) {
-					if err := r.Error(); err != nil {
-						mu.Lock()
-						if firstErr == nil {
-							firstErr = fmt.Errorf("bench.naive: refresh %q: %w", ws, err)
-						}
-						mu.Unlock()
-						return
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		return firstErr
+			}
+			return nil
+		})
+		return err
 	}
 }
