@@ -129,9 +129,10 @@ while k <= #KEYS do
             add_late(base, hour, field, n)
           end
         end
-        redis.call('EXPIREAT', key, expire_at)
-        if not late then
-          redis.call('HSET', roll, 'p:' .. hour, 1)
+        -- The hash got its expiry when its hour first became pending (the
+        -- expiry depends on the hour alone); a late count finds it set too.
+        if not late and redis.call('HSET', roll, 'p:' .. hour, 1) == 1 then
+          redis.call('EXPIREAT', key, expire_at)
         end
         if fh == nil or hour < fh then fh = hour end
         if lh == nil or hour > lh then lh = hour end
@@ -141,14 +142,20 @@ while k <= #KEYS do
       end
     end
     if latest > 0 then
-      if fh ~= fh0 or lh ~= lh0 then
+      -- roll outlives every rollup it speaks for; the fence every minute
+      -- hash it covers (past them, a replay is dropped as expired). Both
+      -- expiries grow with the newest hour, so they move only when l does:
+      -- a group of older hours finds them far enough already (if the fence
+      -- had expired, so would those hours' minute hashes, dropped above).
+      local newest = lh ~= lh0
+      if fh ~= fh0 or newest then
         redis.call('HSET', roll, 'f', fh, 'l', lh)
       end
-      -- roll outlives every rollup it speaks for; the fence every minute
-      -- hash it covers (past them, a replay is dropped as expired).
-      raise_expiry(roll, roll_expiry)
-      if source ~= '' then
-        redis.call('HSET', fence, source, last)
+      if newest then
+        raise_expiry(roll, roll_expiry)
+      end
+      -- (A source new to the fence may have created it: it needs one too.)
+      if source ~= '' and (redis.call('HSET', fence, source, last) == 1 or newest) then
         raise_expiry(fence, latest)
       end
     end

@@ -118,6 +118,18 @@ func TestExpiryTimes(t *testing.T) {
 	b := NewBatch()
 	b.Add("topk.activity/3", 10, "u", "login", h*3_600_000+5)
 	b.Add("topk.activity/3", 11, "u", "login", (h+1)*3_600_000+5)
+	// User v's first counts have no source (no fence yet).
+	b.AddCount("v", "login", h*60+1, 1)
+	if err := s.Apply(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	// Later batches of hours already seen leave the expiries as they are
+	// (activity.lua sets them only when a user's newest hour moves), except
+	// for a fence that a new source creates.
+	b = NewBatch()
+	b.Add("topk.activity/3", 12, "u", "login", h*3_600_000+60_000)
+	b.Add("topk.activity/4", 1, "u", "click", h*3_600_000+120_000)
+	b.Add("topk.activity/4", 2, "v", "login", h*3_600_000+120_000)
 	if err := s.Apply(ctx, b); err != nil {
 		t.Fatal(err)
 	}
@@ -136,6 +148,7 @@ func TestExpiryTimes(t *testing.T) {
 		uk.Days(d / 32):           block + 400*day,
 		uk.Roll():                 block + 400*day,
 		uk.Fence():                (h+2)*hour + 48*hour,
+		s.keys.User("v").Fence():  (h+1)*hour + 48*hour,
 	} {
 		got, err := c.Do(ctx, c.B().Expiretime().Key(key).Build()).AsInt64()
 		if err != nil {
@@ -147,7 +160,7 @@ func TestExpiryTimes(t *testing.T) {
 	}
 	// A work list that is not rolled up yet expires with its minute hashes.
 	b = NewBatch()
-	b.Add("topk.activity/3", 12, "u", "login", (h+5)*3_600_000)
+	b.Add("topk.activity/3", 13, "u", "login", (h+5)*3_600_000)
 	if err := s.Apply(ctx, b); err != nil {
 		t.Fatal(err)
 	}
