@@ -37,9 +37,14 @@ for k = 1, #KEYS, 2 do
     sum = sum + c
     a = a + 2
   end
+  -- The expiry depends on the hour alone, so it is set when a cell-hour's
+  -- keys are created: when "*" starts at this call's sum.
+  local new = false
   if n > 0 then
-    redis.call('HINCRBY', hour, '*', sum)
-    redis.call('EXPIREAT', hour, expire_at)
+    new = redis.call('HINCRBY', hour, '*', sum) == sum
+    if new then
+      redis.call('EXPIREAT', hour, expire_at)
+    end
   end
   added = added + sum
   local u = tonumber(ARGV[a])
@@ -54,7 +59,9 @@ for k = 1, #KEYS, 2 do
     j = j + #ids
   end
   a = a + u
-  if u > 0 then
+  -- (A call with users only continues a group split over calls: its
+  -- HyperLogLog may be the one created.)
+  if u > 0 and (new or n == 0) then
     redis.call('EXPIREAT', users, expire_at)
   end
 end

@@ -431,6 +431,7 @@ func activityProduceCommand(env *Env) *cli.Command {
 		Usage: "produce synthetic user activity (Zipf users, login/page_view/message/booking, some located) into Kafka",
 		Flags: flags,
 		Action: func(c *cli.Context) error {
+			bar, _ := progressBar(env)
 			gen, err := newActivityGenerator(c)
 			if err != nil {
 				return err
@@ -444,7 +445,7 @@ func activityProduceCommand(env *Env) *cli.Command {
 			if err := kafka.EnsureTopics(c.Context, cl, int32(c.Int("partitions")), topic); err != nil {
 				return cli.Exit(err.Error(), 1)
 			}
-			st, err := loadgen.Produce(c.Context, cl, topic, gen, loadgen.ProduceOptions{Rate: c.Float64("activity-rate"), Count: c.Int64("count"), Duration: c.Duration("duration")})
+			st, err := produce(c.Context, bar, "activity produce", cl, topic, gen, loadgen.ProduceOptions{Rate: c.Float64("activity-rate"), Count: c.Int64("count"), Duration: c.Duration("duration")})
 			fmt.Fprintf(env.Out, "produced %d activity events (%d acknowledged) in %s\n", st.Sent, st.Acked, st.Elapsed.Round(time.Millisecond))
 			if err != nil {
 				return cli.Exit(err.Error(), 1)

@@ -57,7 +57,7 @@ func benchAccuracyCommand(env *Env) *cli.Command {
 			&cli.Float64Flag{Name: "reference-delta", Value: bench.DefaultRefDelta, Usage: "reference sketch depth ln(1/delta)"},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON for machines"},
 		},
-		Action: func(c *cli.Context) error { return benchAccuracy(c, env) },
+		Action: benchProgress(env, benchAccuracy),
 	}
 }
 

@@ -50,7 +50,7 @@ func benchActivityCommand(env *Env) *cli.Command {
 			"CPU and process CPU per event; then it stops the load and checks the consumers drain (counted =\n" +
 			"produced). --runs N reports medians. Progress goes to stderr; results (markdown, or --json) to stdout.",
 		Flags:  flags,
-		Action: func(c *cli.Context) error { return benchActivity(c, env) },
+		Action: benchProgress(env, benchActivity),
 	}
 }
 

@@ -57,7 +57,7 @@ func benchMemoryCommand(env *Env) *cli.Command {
 			&cli.BoolFlag{Name: "json", Usage: "print JSON for machines"},
 			&cli.StringFlag{Name: "save-json", Usage: "also write the JSON report to this file (for --hour-json)"},
 		},
-		Action: func(c *cli.Context) error { return benchMemory(c, env) },
+		Action: benchProgress(env, benchMemory),
 	}
 }
 

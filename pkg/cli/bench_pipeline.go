@@ -64,7 +64,7 @@ func benchPipelineCommand(env *Env) *cli.Command {
 			"reports the ratios; --search looks for the largest offered rate with bounded lag; --runs N\n" +
 			"reports medians. Progress goes to stderr; results (markdown, or --json) to stdout.",
 		Flags:  flags,
-		Action: func(c *cli.Context) error { return benchPipeline(c, env) },
+		Action: benchProgress(env, benchPipeline),
 	}
 }
 

@@ -57,7 +57,7 @@ func benchWindowsCommand(env *Env) *cli.Command {
 			&cli.StringFlag{Name: "redis", Usage: "address of a single Redis server (empty: start a throwaway redis-server)"},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON for machines"},
 		},
-		Action: func(c *cli.Context) error { return benchWindows(c, env) },
+		Action: benchProgress(env, benchWindows),
 	}
 }
 

@@ -3,7 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
-	"log/slog"
+	"math"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/topk-dev/topk/pkg/kafka"
 	"github.com/topk-dev/topk/pkg/loadgen"
+	"github.com/topk-dev/topk/pkg/progress"
 )
 
 // trafficFlags shape the synthetic traffic of `produce` and `run`.
@@ -62,7 +63,8 @@ func produceCommand(env *Env) *cli.Command {
 		Usage:   "produce realistic synthetic activity events (Zipf over workspaces and channels) into Kafka",
 		Flags:   flags,
 		Action: func(c *cli.Context) error {
-			log, err := newLogger(c, env)
+			bar, penv := progressBar(env)
+			log, err := newLogger(c, penv)
 			if err != nil {
 				return err
 			}
@@ -78,9 +80,10 @@ func produceCommand(env *Env) *cli.Command {
 			if err := kafka.EnsureTopics(c.Context, cl, int32(c.Int("partitions")), c.String("topic")); err != nil {
 				return cli.Exit(err.Error(), 1)
 			}
-			stats, err := produce(c.Context, cl, c.String("topic"), gen, loadgen.ProduceOptions{
+			log.Debug("producing", "topic", c.String("topic"), "rate", c.Float64("rate"))
+			stats, err := produce(c.Context, bar, "produce", cl, c.String("topic"), gen, loadgen.ProduceOptions{
 				Rate: c.Float64("rate"), Duration: c.Duration("duration"), Count: c.Int64("count"),
-			}, log)
+			})
 			fmt.Fprintf(env.Out, "produced %d events (%d acknowledged, %d failed) in %s\n",
 				stats.Sent, stats.Acked, stats.Failed, stats.Elapsed.Round(time.Millisecond))
 			if err != nil {
@@ -91,26 +94,53 @@ func produceCommand(env *Env) *cli.Command {
 	})
 }
 
-// produce runs loadgen.Produce, logging progress every 5 s.
-func produce(ctx context.Context, cl *kgo.Client, topic string, gen *loadgen.Generator, opts loadgen.ProduceOptions, log *slog.Logger) (loadgen.Stats, error) {
-	var progress loadgen.Progress
-	opts.Progress = &progress
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(5 * time.Second)
-		defer t.Stop()
-		var last int64
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				acked := progress.Acked.Load()
-				log.Info("producing", "acked", acked, "rate", (acked-last)/5, "failed", progress.Failed.Load())
-				last = acked
-			}
+// progressBar returns a status line on env.Err (redrawn in place when it is
+// a terminal, plain periodic lines otherwise) and a copy of env whose Err
+// writes above that line, for the command's logs.
+func progressBar(env *Env) (*progress.Bar, *Env) {
+	terminal := isTerminal(env.Err)
+	width := 0
+	if terminal {
+		width = progress.Width(env.Err)
+	}
+	bar := progress.NewBar(env.Err, terminal, width)
+	e := *env
+	e.Err = bar
+	return bar, &e
+}
+
+// produceTotal is how many events opts will produce, when that is known: its
+// Count, or Rate × Duration, whichever is smaller (0: unknown).
+func produceTotal(opts loadgen.ProduceOptions) int64 {
+	total := opts.Count
+	if opts.Rate > 0 && opts.Duration > 0 {
+		if n := int64(math.Floor(opts.Rate*opts.Duration.Seconds() + 1e-6)); total == 0 || n < total {
+			total = n
 		}
-	}()
-	defer close(done)
-	return loadgen.Produce(ctx, cl, topic, gen, opts)
+	}
+	return total
+}
+
+// produce runs loadgen.Produce, showing the acknowledged events on bar
+// (their rate, and the time left when --count or --rate with --duration
+// bound them).
+func produce(ctx context.Context, bar *progress.Bar, label string, cl *kgo.Client, topic string, gen loadgen.Source, opts loadgen.ProduceOptions) (loadgen.Stats, error) {
+	var counts loadgen.Progress
+	opts.Progress = &counts
+	mopts := progress.Options{Label: label, Unit: "events acknowledged", Total: produceTotal(opts)}
+	if mopts.Total == 0 && opts.Duration > 0 {
+		mopts.End = time.Now().Add(opts.Duration)
+	}
+	meter := progress.NewMeter(bar, mopts)
+	stop := meter.Watch(func() int64 {
+		if f := counts.Failed.Load(); f > 0 {
+			meter.SetExtra(fmt.Sprintf("%d failed", f))
+		}
+		return counts.Acked.Load()
+	})
+	st, err := loadgen.Produce(ctx, cl, topic, gen, opts)
+	stop()
+	meter.Update(st.Acked)
+	meter.Finish()
+	return st, err
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/topk-dev/topk/pkg/ingest"
+	"github.com/topk-dev/topk/pkg/progress"
 	"github.com/topk-dev/topk/pkg/scheduler"
 	"github.com/topk-dev/topk/pkg/store"
 )
@@ -33,40 +34,44 @@ func rebuildCommand(env *Env) *cli.Command {
 			"workspace and partition, so it is safe while workers and schedulers run, and on a Redis\n" +
 			"that still has part of the data: nothing is counted twice.",
 		Flags: flags,
-		Action: serviceAction(env, func(c *cli.Context, st *store.Store, log *slog.Logger) error {
-			if c.Duration("since") <= 0 {
-				return cli.Exit("--since must be positive", exitUsage)
-			}
-			began := time.Now()
-			lastPrint := time.Time{}
-			stats, err := ingest.Replay(c.Context, ingest.ReplayConfig{
-				Kafka: kafkaConfig(c), Topic: c.String("topic"), Store: st,
-				Since: began.Add(-c.Duration("since")), UserMinuteCap: c.Int("user-minute-cap"),
-				Lateness: c.Duration("lateness"), Logger: log,
-				Progress: func(read, total int64) {
-					if time.Since(lastPrint) < 2*time.Second && read < total {
-						return
-					}
-					lastPrint = time.Now()
-					fmt.Fprintf(env.Err, "rebuild: %d/%d records (%.0f%%), %s elapsed\n",
-						read, total, 100*float64(read)/float64(max(total, 1)), time.Since(began).Round(time.Second))
-				},
-			})
-			if err != nil {
-				return cli.Exit(err.Error(), 1)
-			}
-			s, err := scheduler.New(scheduler.Params{Store: st, K: c.Int("k"), Logger: log})
-			if err != nil {
-				return cli.Exit(err.Error(), exitUsage)
-			}
-			tick, err := s.Tick(c.Context) // a first tick refreshes every workspace
-			if err != nil {
-				return cli.Exit(err.Error(), 1)
-			}
-			fmt.Fprintf(env.Out, "rebuilt in %s: %d records read, %d events counted, %d already counted, %d rejected (%v); %d cached rankings refreshed\n",
-				time.Since(began).Round(100*time.Millisecond), stats.Consumed.Load(), stats.Counted.Load(),
-				stats.Replayed.Load(), stats.Rejected.Load(), stats.RejectedBy(), tick.Refreshed)
-			return nil
-		}),
+		Action: func(c *cli.Context) error {
+			bar, penv := progressBar(env)
+			return serviceAction(penv, func(c *cli.Context, st *store.Store, log *slog.Logger) error { return rebuild(c, env, bar, st, log) })(c)
+		},
 	})
+}
+
+// rebuild replays the topic into st, showing the records read on bar, then
+// refreshes every cached ranking.
+func rebuild(c *cli.Context, env *Env, bar *progress.Bar, st *store.Store, log *slog.Logger) error {
+	if c.Duration("since") <= 0 {
+		return cli.Exit("--since must be positive", exitUsage)
+	}
+	began := time.Now()
+	meter := progress.NewMeter(bar, progress.Options{Label: "rebuild", Unit: "records"})
+	stats, err := ingest.Replay(c.Context, ingest.ReplayConfig{
+		Kafka: kafkaConfig(c), Topic: c.String("topic"), Store: st,
+		Since: began.Add(-c.Duration("since")), UserMinuteCap: c.Int("user-minute-cap"),
+		Lateness: c.Duration("lateness"), Logger: log,
+		Progress: func(read, total int64) {
+			meter.SetTotal(total)
+			meter.Update(read)
+		},
+	})
+	meter.Finish()
+	if err != nil {
+		return cli.Exit(err.Error(), 1)
+	}
+	s, err := scheduler.New(scheduler.Params{Store: st, K: c.Int("k"), Logger: log})
+	if err != nil {
+		return cli.Exit(err.Error(), exitUsage)
+	}
+	tick, err := s.Tick(c.Context) // a first tick refreshes every workspace
+	if err != nil {
+		return cli.Exit(err.Error(), 1)
+	}
+	fmt.Fprintf(env.Out, "rebuilt in %s: %d records read, %d events counted, %d already counted, %d rejected (%v); %d cached rankings refreshed\n",
+		time.Since(began).Round(100*time.Millisecond), stats.Consumed.Load(), stats.Counted.Load(),
+		stats.Replayed.Load(), stats.Rejected.Load(), stats.RejectedBy(), tick.Refreshed)
+	return nil
 }
