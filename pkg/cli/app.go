@@ -44,6 +44,7 @@ func App(env Env) *cli.App {
 			serveCommand(&env),
 			activityCommand(&env),
 			benchCommand(&env),
+			doctorCommand(&env),
 		},
 		ExitErrHandler: func(*cli.Context, error) {}, // main decides how to exit
 	}

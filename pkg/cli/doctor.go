@@ -1,0 +1,94 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/urfave/cli/v2"
+	"github.com/urfave/cli/v2/altsrc"
+
+	"github.com/topk-dev/topk/pkg/activity"
+	"github.com/topk-dev/topk/pkg/activityingest"
+	"github.com/topk-dev/topk/pkg/doctor"
+	"github.com/topk-dev/topk/pkg/keys"
+)
+
+// DefaultMaxLag is doctor's default --max-lag: 100,000 records is 5 s of the
+// default 20,000 events/s of `topk run`.
+const DefaultMaxLag = 100_000
+
+func doctorCommand(env *Env) *cli.Command {
+	flags := []cli.Flag{
+		redisFlag(DefaultRedis), prefixFlag(), brokersFlag(DefaultBrokers), topicFlag(),
+		altsrc.NewStringFlag(&cli.StringFlag{Name: "group", EnvVars: []string{"TOPK_GROUP"}, Value: DefaultGroup, Usage: "consumer group of the ingest workers"}),
+		altsrc.NewStringFlag(&cli.StringFlag{Name: "dlq-topic", EnvVars: []string{"TOPK_DLQ_TOPIC"}, Usage: "dead-letter topic of --topic (default: <topic>.dlq)"}),
+		activityTopicFlag(),
+		altsrc.NewInt64Flag(&cli.Int64Flag{Name: "max-lag", EnvVars: []string{"TOPK_MAX_LAG"}, Value: DefaultMaxLag, Usage: "warn when a consumer group lags by more records than this (0: never)"}),
+		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "timeout", EnvVars: []string{"TOPK_DOCTOR_TIMEOUT"}, Value: doctor.DefaultTimeout, Usage: "bound on each step: a dial, a round of Redis commands, a Kafka request"}),
+		&cli.BoolFlag{Name: "json", Usage: "print the checks as JSON"},
+	}
+	return withConfig(&cli.Command{
+		Name:  "doctor",
+		Usage: "check Redis and Kafka for what topk needs, one line per check: ok, warn or fail",
+		Description: "Checks every Redis node (reachable, version, RedisBloom, the embedded scripts, persistence,\n" +
+			"maxmemory-policy), the scheduler's last pass, and Kafka (brokers, the events topic and its\n" +
+			"dead-letter topic, the activity topics, the consumer groups' lag). --brokers '' skips Kafka.\n" +
+			"Exit status 1 when a check fails, 0 otherwise (warnings included). It only reads.",
+		Flags: flags,
+		Action: func(c *cli.Context) error {
+			prefix := c.String("prefix")
+			if err := keys.ValidatePrefix(prefix); err != nil {
+				return cli.Exit(err.Error(), exitUsage)
+			}
+			addrs := splitList(c.String("redis"))
+			if len(addrs) == 0 {
+				return cli.Exit("no Redis address (--redis or TOPK_REDIS)", exitUsage)
+			}
+			timeout := c.Duration("timeout")
+			if timeout <= 0 {
+				return cli.Exit("--timeout must be positive", exitUsage)
+			}
+			opt, err := redisOption(c, addrs)
+			if err != nil {
+				return err
+			}
+			checks := doctor.CheckRedis(c.Context, doctor.RedisOptions{Client: opt, Prefix: prefix, Timeout: timeout})
+			checks = append(checks, doctor.CheckKafka(c.Context, doctor.KafkaOptions{
+				Config:   kafkaConfig(c),
+				Topic:    c.String("topic"),
+				DLQTopic: c.String("dlq-topic"),
+				Group:    c.String("group"),
+				// The activity consumers' dead-letter topics are fixed names
+				// (cli/activity.go), whatever --activity-topic is.
+				ActivityTopic:     c.String("activity-topic"),
+				ActivityDLQTopics: []string{activity.DLQTopic, activityingest.RawDLQTopic},
+				ActivityGroups:    []string{activityingest.CountersGroup, activityingest.RawGroup},
+				MaxLag:            c.Int64("max-lag"),
+				Timeout:           timeout,
+			})...)
+
+			if c.Bool("json") {
+				enc := json.NewEncoder(env.Out)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(struct {
+					Failed bool           `json:"failed"`
+					Checks []doctor.Check `json:"checks"`
+				}{doctor.Failed(checks), checks}); err != nil {
+					return err
+				}
+			} else if err := doctor.WriteText(env.Out, checks); err != nil {
+				return err
+			}
+			if doctor.Failed(checks) {
+				n := 0
+				for _, ch := range checks {
+					if ch.Level == doctor.Fail {
+						n++
+					}
+				}
+				return cli.Exit(fmt.Sprintf("doctor: %d check(s) failed", n), 1)
+			}
+			return nil
+		},
+	})
+}
