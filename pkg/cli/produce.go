@@ -127,7 +127,7 @@ func produceTotal(opts loadgen.ProduceOptions) int64 {
 func produce(ctx context.Context, bar *progress.Bar, label string, cl *kgo.Client, topic string, gen loadgen.Source, opts loadgen.ProduceOptions) (loadgen.Stats, error) {
 	var counts loadgen.Progress
 	opts.Progress = &counts
-	mopts := progress.Options{Label: label, Unit: "events acknowledged", Total: produceTotal(opts)}
+	mopts := progress.Options{Label: label, Unit: "events acked", Total: produceTotal(opts)}
 	if mopts.Total == 0 && opts.Duration > 0 {
 		mopts.End = time.Now().Add(opts.Duration)
 	}
@@ -140,7 +140,7 @@ func produce(ctx context.Context, bar *progress.Bar, label string, cl *kgo.Clien
 	})
 	st, err := loadgen.Produce(ctx, cl, topic, gen, opts)
 	stop()
-	meter.Update(st.Acked)
+	meter.Set(st.Acked)
 	meter.Finish()
 	return st, err
 }

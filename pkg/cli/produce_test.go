@@ -34,7 +34,7 @@ func TestProduceProgress(t *testing.T) {
 		if strings.ContainsAny(errOut, "\r\x1b") {
 			t.Errorf("%v: stderr is not a terminal but has terminal controls: %q", tc.args, errOut)
 		}
-		final := regexp.MustCompile(`(?m)^` + tc.label + `: 2,000 events acknowledged, [0-9,]+/s, 100% of 2,000, done in \S+\n\z`)
+		final := regexp.MustCompile(`(?m)^` + tc.label + `: 2,000 events acked, [0-9,]+/s, 100% of 2,000, done in \S+\n\z`)
 		if !final.MatchString(errOut) {
 			t.Errorf("%v: stderr does not end with the final progress line:\n%s", tc.args, errOut)
 		}

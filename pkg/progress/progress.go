@@ -211,6 +211,15 @@ func (m *Meter) SetExtra(s string) {
 	m.mu.Unlock()
 }
 
+// Set records that the count is now n without showing the line (before
+// Finish, say).
+func (m *Meter) Set(n int64) {
+	m.mu.Lock()
+	m.n = n
+	m.sample(m.opts.Now())
+	m.mu.Unlock()
+}
+
 // Update records that the count is now n, and shows the line if Every has
 // passed since it was last shown.
 func (m *Meter) Update(n int64) {
