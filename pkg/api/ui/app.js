@@ -1,0 +1,327 @@
+// topk live leaderboard: polls the JSON API (/v1/top, /v1/top/global,
+// /v1/series) of the server that serves this file and renders the rankings
+// with a sparkline per row. Plain JavaScript, no libraries.
+//
+// URL parameters: workspace=W (also set from the input), window=1h|24h|7d|30d|all,
+// k=rows per ranking (1..50, default 10), refresh=seconds (default 5).
+"use strict";
+
+(function () {
+  var WINDOWS = ["1h", "24h", "7d", "30d", "all"];
+  var MAX_SERIES = 50; // the server's bound on ids per /v1/series request
+  var SVG = "http://www.w3.org/2000/svg";
+
+  var params = new URLSearchParams(location.search);
+  var state = {
+    window: WINDOWS.indexOf(params.get("window")) >= 0 ? params.get("window") : "1h",
+    workspace: (params.get("workspace") || "").trim(),
+    k: intParam(params.get("k"), 1, MAX_SERIES, 10),
+    refresh: intParam(params.get("refresh"), 1, 3600, 5),
+  };
+
+  var panels = {
+    global: panel(document.getElementById("global-panel")),
+    workspace: panel(document.getElementById("workspace-panel")),
+  };
+  var form = document.getElementById("controls");
+  var input = document.getElementById("workspace");
+  var timer = 0;
+  var generation = 0; // bumped on every refresh: late answers of older ones are dropped
+
+  function intParam(v, lo, hi, def) {
+    var n = parseInt(v, 10);
+    return isNaN(n) ? def : Math.min(hi, Math.max(lo, n));
+  }
+
+  function panel(el) {
+    return {
+      el: el,
+      title: el.querySelector(".title"),
+      age: el.querySelector(".age"),
+      status: el.querySelector(".status"),
+      rows: el.querySelector(".rows"),
+      result: null, // the last ranking shown
+      fetchedAt: 0, // when it was received (ms, local clock)
+    };
+  }
+
+  // --- API -----------------------------------------------------------------
+
+  function getJSON(url) {
+    return fetch(url, { cache: "no-store", headers: { Accept: "application/json" } }).then(
+      function (resp) {
+        return resp.text().then(function (text) {
+          var body = null;
+          try {
+            body = JSON.parse(text);
+          } catch (e) {
+            /* not JSON: reported below */
+          }
+          if (!resp.ok) {
+            var err = new Error((body && body.error) || "HTTP " + resp.status);
+            err.status = resp.status;
+            throw err;
+          }
+          if (body === null) throw new Error("the server answered something other than JSON");
+          return body;
+        });
+      },
+      function () {
+        var err = new Error("cannot reach the server");
+        err.status = 0;
+        throw err;
+      }
+    );
+  }
+
+  function rankingURL(which) {
+    var q = new URLSearchParams({ window: state.window, k: String(state.k) });
+    if (which === "workspace") {
+      q.set("workspace", state.workspace);
+      return "/v1/top?" + q;
+    }
+    return "/v1/top/global?" + q;
+  }
+
+  function seriesURL(which, ids) {
+    var q = new URLSearchParams();
+    if (which === "workspace") q.set("workspace", state.workspace);
+    var plain = ids.filter(function (id) { return id.indexOf(",") < 0; });
+    if (plain.length) q.set("ids", plain.join(","));
+    ids.forEach(function (id) {
+      if (id.indexOf(",") >= 0) q.append("id", id); // an id with a comma goes alone
+    });
+    return "/v1/series?" + q;
+  }
+
+  // --- refresh loop ----------------------------------------------------------
+
+  function refresh() {
+    clearTimeout(timer);
+    var gen = ++generation;
+    var jobs = [load("global", gen)];
+    if (state.workspace) jobs.push(load("workspace", gen));
+    Promise.all(jobs).then(function () {
+      if (gen === generation) timer = setTimeout(refresh, state.refresh * 1000);
+    });
+  }
+
+  // load fetches one ranking, then its rows' series, and renders them.
+  // It never rejects: failures are shown in the panel.
+  function load(which, gen) {
+    var p = panels[which];
+    return getJSON(rankingURL(which))
+      .then(function (res) {
+        var items = (res.items || []).slice(0, MAX_SERIES);
+        if (!items.length) return [res, null];
+        var ids = items.map(function (it) { return it.id; });
+        return getJSON(seriesURL(which, ids)).then(
+          function (s) { return [res, s]; },
+          function () { return [res, null]; } // the ranking is still worth showing
+        );
+      })
+      .then(
+        function (pair) {
+          if (gen !== generation) return;
+          render(p, which, pair[0], pair[1]);
+        },
+        function (err) {
+          if (gen !== generation) return;
+          showError(p, which, err);
+        }
+      );
+  }
+
+  // --- rendering ---------------------------------------------------------
+
+  function render(p, which, res, series) {
+    p.result = res;
+    p.fetchedAt = Date.now();
+    p.el.classList.remove("failed");
+    p.status.textContent = res.items.length ? "" : "No activity in the " + res.window + " window.";
+    var counts = {};
+    if (series && series.series) {
+      series.series.forEach(function (s) { counts[s.id] = s.counts; });
+    }
+    var frag = document.createDocumentFragment();
+    res.items.forEach(function (it) {
+      frag.appendChild(row(which, it, counts[it.id], res.window));
+    });
+    p.rows.replaceChildren(frag);
+    p.el.classList.toggle("approx", !res.exact);
+    showAge(p);
+  }
+
+  function showError(p, which, err) {
+    p.el.classList.add("failed");
+    var msg = err.message;
+    if (err.status === 503) msg = "Redis cannot be read: the ranking below may be old. (" + err.message + ")";
+    if (err.status === 0) msg = "Cannot reach the server: the ranking below may be old.";
+    if (err.status === 404) {
+      p.result = null;
+      p.rows.replaceChildren();
+      msg = which === "workspace" ? "No ranking for this workspace yet: " + err.message : err.message;
+    }
+    p.status.textContent = msg;
+    showAge(p);
+  }
+
+  function row(which, it, counts, win) {
+    var li = el("li", "row");
+    li.dataset.id = it.id;
+    li.appendChild(el("span", "rank", String(it.rank)));
+
+    var name = el("span", "name");
+    name.title = it.id;
+    if (which === "global") {
+      var cut = it.id.indexOf("/");
+      name.appendChild(el("span", "wsname", decodePart(it.id.slice(0, cut)) + "/"));
+      name.appendChild(el("span", "ch", decodePart(it.id.slice(cut + 1))));
+    } else {
+      name.appendChild(el("span", "ch", it.id));
+    }
+    li.appendChild(name);
+    li.appendChild(sparkline(counts));
+
+    var count = el("span", "count", formatCount(it.count));
+    count.title = it.count.toLocaleString("en-US") + " events in the " + win + " window";
+    if (it.error > 0) {
+      count.appendChild(el("small", "err", "±" + formatCount(it.error)));
+      count.title += ", true count within ±" + it.error.toLocaleString("en-US");
+    } else if (it.error < 0) {
+      count.appendChild(el("small", "err", "≈"));
+      count.title += ", error bound unknown";
+    }
+    li.appendChild(count);
+    return li;
+  }
+
+  // decodePart undoes the %XX escapes of a global item id's part.
+  function decodePart(s) {
+    try {
+      return decodeURIComponent(s);
+    } catch (e) {
+      return s;
+    }
+  }
+
+  function sparkline(counts) {
+    var w = 60, h = 20;
+    var svg = document.createElementNS(SVG, "svg");
+    svg.setAttribute("class", "spark");
+    svg.setAttribute("viewBox", "0 0 " + w + " " + h);
+    svg.setAttribute("preserveAspectRatio", "none");
+    svg.setAttribute("aria-hidden", "true");
+    if (!counts || !counts.length) {
+      svg.classList.add("nodata");
+      return svg;
+    }
+    var max = Math.max.apply(null, counts);
+    var total = counts.reduce(function (a, b) { return a + b; }, 0);
+    var step = counts.length > 1 ? w / (counts.length - 1) : w;
+    var pts = counts.map(function (c, i) {
+      var y = max > 0 ? h - 1 - (c / max) * (h - 3) : h - 1;
+      return (i * step).toFixed(2) + "," + y.toFixed(2);
+    });
+    var area = document.createElementNS(SVG, "polygon");
+    area.setAttribute("class", "area");
+    area.setAttribute("points", "0," + h + " " + pts.join(" ") + " " + w + "," + h);
+    var line = document.createElementNS(SVG, "polyline");
+    line.setAttribute("class", "line");
+    line.setAttribute("points", pts.join(" "));
+    line.setAttribute("vector-effect", "non-scaling-stroke");
+    var title = document.createElementNS(SVG, "title");
+    title.textContent = total.toLocaleString("en-US") + " events in the last " + counts.length +
+      " min, peak " + max.toLocaleString("en-US") + "/min, this minute " +
+      counts[counts.length - 1].toLocaleString("en-US");
+    svg.appendChild(title);
+    svg.appendChild(area);
+    svg.appendChild(line);
+    return svg;
+  }
+
+  function formatCount(n) {
+    if (Math.abs(n) < 100000) return n.toLocaleString("en-US");
+    if (Math.abs(n) < 1e9) return (n / 1e6).toFixed(n < 1e7 ? 2 : 1).replace(/\.?0+$/, "") + "M";
+    return (n / 1e9).toFixed(1).replace(/\.0$/, "") + "G";
+  }
+
+  function el(tag, cls, text) {
+    var e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined) e.textContent = text;
+    return e;
+  }
+
+  // showAge writes how old the shown ranking is: the server's age_seconds
+  // when it answered, plus the time since.
+  function showAge(p) {
+    var res = p.result;
+    if (!res) {
+      p.age.textContent = "";
+      p.age.className = "age";
+      return;
+    }
+    var age = res.age_seconds + (Date.now() - p.fetchedAt) / 1000;
+    p.age.textContent = (res.stale ? "stale · " : "") + formatAge(age) + " old";
+    p.age.className = "age" + (res.stale ? " stale" : "");
+    p.age.title = "computed at " + res.computed_at + (res.stale
+      ? "; stale: the scheduler has not refreshed it for over twice its period (is topk schedule running?)"
+      : "");
+  }
+
+  function formatAge(s) {
+    if (s < 10) return s.toFixed(1) + " s";
+    if (s < 90) return Math.round(s) + " s";
+    if (s < 5400) return Math.round(s / 60) + " min";
+    if (s < 172800) return Math.round(s / 3600) + " h";
+    return Math.round(s / 86400) + " d";
+  }
+
+  // --- controls ------------------------------------------------------------
+
+  function apply() {
+    var ws = panels.workspace;
+    ws.el.hidden = !state.workspace;
+    ws.title.textContent = "Workspace " + state.workspace + " · " + state.window;
+    panels.global.title.textContent = "Global · " + state.window;
+    if (!state.workspace) {
+      ws.result = null;
+      ws.rows.replaceChildren();
+    }
+    var q = new URLSearchParams(location.search);
+    if (state.workspace) q.set("workspace", state.workspace);
+    else q.delete("workspace");
+    q.set("window", state.window);
+    history.replaceState(null, "", location.pathname + "?" + q);
+    document.getElementById("refresh-note").textContent = "Refreshes every " + state.refresh + " s.";
+  }
+
+  input.value = state.workspace;
+  form.elements.namedItem("window").value = state.window;
+  form.addEventListener("submit", function (e) {
+    e.preventDefault();
+    var ws = input.value.trim();
+    if (ws !== state.workspace) {
+      state.workspace = ws;
+      panels.workspace.rows.replaceChildren();
+      panels.workspace.result = null;
+      panels.workspace.status.textContent = ws ? "Loading…" : "";
+    }
+    apply();
+    refresh();
+  });
+  form.addEventListener("change", function (e) {
+    if (e.target.name !== "window") return;
+    state.window = e.target.value;
+    apply();
+    refresh();
+  });
+  setInterval(function () {
+    showAge(panels.global);
+    showAge(panels.workspace);
+  }, 1000);
+
+  apply();
+  refresh();
+})();
