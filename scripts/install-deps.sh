@@ -7,6 +7,8 @@
 #   postgresql    initdb and postgres, started by pkg/devenv as a throwaway
 #                 server for the raw activity events (Debian keeps them in
 #                 /usr/lib/postgresql/<version>/bin, not in PATH)
+#   chromium      the headless browser pkg/api's page test drives
+#                 (chromedp); the test fails without it
 #
 # Debian/Ubuntu (apt) only. Idempotent: when everything is present it prints
 # one line and changes nothing. It never installs Go (bring your own) and never
@@ -40,10 +42,11 @@ postgres_bin() {
 declare -A pkg_for=(
 	[redis-server]=redis-server
 	[redis-cli]=redis-tools
+	[chromium]=chromium
 )
 
 missing_pkgs=()
-for cmd in redis-server redis-cli; do
+for cmd in redis-server redis-cli chromium; do
 	if ! command -v "$cmd" >/dev/null 2>&1; then
 		missing_pkgs+=("${pkg_for[$cmd]}")
 	fi
@@ -57,8 +60,8 @@ if ! command -v go >/dev/null 2>&1; then
 fi
 
 found() {
-	printf 'redis-server %s, redis-cli %s, postgres %s' "$(version_of redis-server)" "$(version_of redis-cli)" \
-		"$(version_of "$(postgres_bin)/postgres")"
+	printf 'redis-server %s, redis-cli %s, postgres %s, chromium %s' "$(version_of redis-server)" "$(version_of redis-cli)" \
+		"$(version_of "$(postgres_bin)/postgres")" "$(version_of chromium)"
 }
 
 if [ "${#missing_pkgs[@]}" -eq 0 ]; then
@@ -67,7 +70,7 @@ if [ "${#missing_pkgs[@]}" -eq 0 ]; then
 fi
 
 if ! command -v apt-get >/dev/null 2>&1; then
-	log "missing ${missing_pkgs[*]} and apt-get is not available; install Redis 7 (redis-server and redis-cli) and PostgreSQL (initdb and postgres in PATH) with your package manager, e.g. 'brew install redis postgresql'" >&2
+	log "missing ${missing_pkgs[*]} and apt-get is not available; install Redis 7 (redis-server and redis-cli), PostgreSQL (initdb and postgres in PATH) and Chromium (chromium in PATH) with your package manager, e.g. 'brew install redis postgresql chromium'" >&2
 	exit 1
 fi
 
@@ -90,7 +93,7 @@ if ! { "${SUDO[@]}" apt-get update -qq &&
 	exit 1
 fi
 
-for cmd in redis-server redis-cli; do
+for cmd in redis-server redis-cli chromium; do
 	if ! command -v "$cmd" >/dev/null 2>&1; then
 		log "installed ${missing_pkgs[*]} but $cmd is still not in PATH" >&2
 		exit 1

@@ -1,0 +1,341 @@
+package api_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/topk-dev/topk/pkg/api"
+	"github.com/topk-dev/topk/pkg/internal/testenv"
+	"github.com/topk-dev/topk/pkg/keys"
+	"github.com/topk-dev/topk/pkg/store"
+	"github.com/topk-dev/topk/pkg/window"
+)
+
+// pageRefresh is the page's default refresh period (app.js, state.refresh).
+const pageRefresh = 5 * time.Second
+
+// chromiumPath finds Debian's chromium (or another Chromium-based browser
+// a developer has). Missing, the test fails: CI installs it, and skipping
+// would hide that the page was never loaded.
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	p, err := findChromium()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func findChromium() (string, error) {
+	names := []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"}
+	for _, name := range names {
+		if p, err := exec.LookPath(name); err == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("no Chromium in PATH (looked for %s): run scripts/install-deps.sh, which installs Debian's chromium package (make test does)", strings.Join(names, ", "))
+}
+
+// TestNoChromium: without a browser the page test fails with what to run.
+func TestNoChromium(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	if _, err := findChromium(); err == nil || !strings.Contains(err.Error(), "run scripts/install-deps.sh") {
+		t.Errorf("no chromium in PATH: %v", err)
+	}
+}
+
+// artifactDir is where tests leave files for people to look at:
+// $TOPK_TEST_ARTIFACTS, else artifacts/ at the repository root.
+func artifactDir(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("TOPK_TEST_ARTIFACTS")
+	if dir == "" {
+		root, err := filepath.Abs(".")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			if _, err := os.Stat(filepath.Join(root, "go.mod")); err == nil {
+				break
+			}
+			parent := filepath.Dir(root)
+			if parent == root {
+				t.Fatal("no go.mod above the test's directory: set TOPK_TEST_ARTIFACTS")
+			}
+			root = parent
+		}
+		dir = filepath.Join(root, "artifacts")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatalf("artifact directory: %v", err)
+	}
+	return dir
+}
+
+// pageRow is a row of a ranking as the page shows it.
+type pageRow struct {
+	Rank  string `json:"rank"`
+	Name  string `json:"name"`
+	Count string `json:"count"`
+	// Spark is the sparkline's tooltip ("N events in the last 60 min, ..."),
+	// and Points its number of points.
+	Spark  string `json:"spark"`
+	Points int    `json:"points"`
+}
+
+func (r pageRow) String() string { return r.Rank + " " + r.Name + " " + r.Count }
+
+// pagePanel is what a ranking panel of the page shows.
+type pagePanel struct {
+	Hidden bool      `json:"hidden"`
+	Title  string    `json:"title"`
+	Age    string    `json:"age"`
+	Status string    `json:"status"`
+	Rows   []pageRow `json:"rows"`
+}
+
+func (p pagePanel) rows() string {
+	var b []string
+	for _, r := range p.Rows {
+		b = append(b, r.String())
+	}
+	return strings.Join(b, " | ")
+}
+
+const readPanels = `(() => {
+  const panel = (id) => {
+    const el = document.getElementById(id);
+    return {
+      hidden: el.hidden,
+      title: el.querySelector(".title").textContent,
+      age: el.querySelector(".age").textContent,
+      status: el.querySelector(".status").textContent,
+      rows: Array.from(el.querySelectorAll("li.row")).map((li) => {
+        const t = li.querySelector("svg.spark title");
+        const line = li.querySelector("svg.spark polyline");
+        return {
+          rank: li.querySelector(".rank").textContent,
+          name: li.querySelector(".name").textContent,
+          count: li.querySelector(".count").textContent,
+          spark: t ? t.textContent : "",
+          points: line ? line.getAttribute("points").trim().split(/\s+/).length : 0,
+        };
+      }),
+    };
+  };
+  return {global: panel("global-panel"), workspace: panel("workspace-panel"), url: location.search,
+    overflow: document.documentElement.scrollWidth > window.innerWidth};
+})()`
+
+type pageState struct {
+	Global    pagePanel `json:"global"`
+	Workspace pagePanel `json:"workspace"`
+	URL       string    `json:"url"`
+	// Overflow is true when the page is wider than the viewport.
+	Overflow bool `json:"overflow"`
+}
+
+// waitPage reads the page until ok accepts what it shows, for at most
+// within; it fails the test with the last state otherwise.
+func waitPage(t *testing.T, ctx context.Context, what string, within time.Duration, ok func(pageState) bool) (pageState, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	var last pageState
+	for {
+		s, err := chromedp.Run(ctx, chromedp.Evaluate[pageState](readPanels))
+		if err != nil {
+			t.Fatalf("%s: reading the page: %v", what, err)
+		}
+		last = s
+		if ok(s) {
+			return s, time.Since(start)
+		}
+		if time.Since(start) > within {
+			t.Fatalf("%s: not shown within %s; the page shows\n  global (%s, %q, %q): %s\n  workspace (%s, %q, %q, hidden %v): %s",
+				what, within, last.Global.Title, last.Global.Age, last.Global.Status, last.Global.rows(),
+				last.Workspace.Title, last.Workspace.Age, last.Workspace.Status, last.Workspace.Hidden, last.Workspace.rows())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestLeaderboardPage loads the page in headless Chromium against the real
+// handler and a real Redis: it shows the seeded rankings in order with a
+// sparkline per row and the result's age, follows new counts within its
+// refresh period, switches window and workspace, and leaves a screenshot
+// at a sidebar's width (320 px) in the artifact directory.
+func TestLeaderboardPage(t *testing.T) {
+	chrome := chromiumPath(t)
+	r := testenv.Redis(t)
+	st := store.New(testenv.Client(t, r.Addr()), keys.New(""), productWindow, store.Options{})
+	ctx := context.Background()
+	now := time.Now()
+	m := window.Minute(now)
+	counts := store.Counts{}
+	// acme: general 50, random 30, design 12; beta: ops 40, alerts 5,
+	// spread over the hour so the sparklines have shapes.
+	for i, n := range []int64{3, 5, 2, 8, 4, 6, 10, 12} {
+		counts.Add("acme", m-int64(7*i), "general", n) // 50
+	}
+	for i, n := range []int64{10, 10, 10} {
+		counts.Add("acme", m-int64(20*i), "random", n) // 30
+	}
+	counts.Add("acme", m-45, "design", 12)
+	for i, n := range []int64{2, 4, 6, 8, 10, 10} {
+		counts.Add("beta", m-int64(50-10*i), "ops", n) // 40
+	}
+	counts.Add("beta", m-1, "alerts", 5)
+	if err := st.Apply(ctx, st.Prepare(counts)); err != nil {
+		t.Fatal(err)
+	}
+	tick(t, st, time.Now(), 0, nil)
+	srv := httptest.NewServer(serveMux(st, api.DefaultCacheFor))
+	defer srv.Close()
+
+	bctx, cancel := context.WithTimeout(ctx, 45*time.Second)
+	defer cancel()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chrome), chromedp.NoSandbox, chromedp.WindowSize(320, 720))
+	actx, cancelAlloc := chromedp.NewExecAllocator(bctx, opts...)
+	defer cancelAlloc()
+	bctx, cancelTab := chromedp.NewContext(actx, chromedp.WithErrorf(t.Logf))
+	defer cancelTab()
+
+	// Every console error, warning and uncaught exception fails the test
+	// (a CSP violation, a failed request or a script error shows up there).
+	var (
+		mu       sync.Mutex
+		problems []string
+		watched  sync.WaitGroup
+	)
+	messages := chromedp.Console(bctx)
+	watched.Go(func() {
+		for msg, err := range messages {
+			if err != nil {
+				return
+			}
+			// The browser logs the 404 the test asks for last (a workspace
+			// without a ranking); the page shows it in the panel.
+			expected := strings.Contains(msg.URL, "workspace=nobody") && strings.Contains(msg.Text, "404")
+			if !expected && (msg.Type == chromedp.ConsoleError || msg.Type == chromedp.ConsoleWarning || msg.IsException()) {
+				mu.Lock()
+				problems = append(problems, fmt.Sprintf("%s %s:%d %s", msg.Type, msg.URL, msg.Line+1, msg))
+				mu.Unlock()
+			}
+		}
+	})
+	defer func() {
+		cancelTab()
+		watched.Wait()
+		for _, p := range problems {
+			t.Errorf("browser console: %s", p)
+		}
+	}()
+
+	if err := chromedp.Do(bctx,
+		chromedp.EmulateViewport(320, 720, chromedp.EmulateScale(2)),
+		chromedp.Navigate(srv.URL+"/?workspace=acme"),
+	); err != nil {
+		t.Fatalf("chromium (%s) could not load the page: %v", chrome, err)
+	}
+
+	const (
+		wantGlobal = "1 acme/general 50 | 2 beta/ops 40 | 3 acme/random 30 | 4 acme/design 12 | 5 beta/alerts 5"
+		wantAcme   = "1 general 50 | 2 random 30 | 3 design 12"
+	)
+	s, took := waitPage(t, bctx, "the seeded rankings", 10*time.Second, func(s pageState) bool {
+		return s.Global.rows() == wantGlobal && s.Workspace.rows() == wantAcme && s.Global.Rows[0].Spark != ""
+	})
+	t.Logf("seeded rankings shown %s after the load", took.Round(time.Millisecond))
+	if s.Overflow {
+		t.Error("the page is wider than the 320 px viewport (it scrolls sideways)")
+	}
+	if s.Global.Title != "Global · 1h" || s.Workspace.Title != "Workspace acme · 1h" || s.Workspace.Hidden {
+		t.Errorf("titles %q, %q (workspace hidden %v)", s.Global.Title, s.Workspace.Title, s.Workspace.Hidden)
+	}
+	for _, p := range []pagePanel{s.Global, s.Workspace} {
+		if !strings.HasSuffix(p.Age, " old") || strings.Contains(p.Age, "stale") || p.Status != "" {
+			t.Errorf("%s: age %q, status %q; want a fresh age and no status", p.Title, p.Age, p.Status)
+		}
+		for _, row := range p.Rows {
+			if row.Points != store.SeriesMinutes {
+				t.Errorf("%s, %s: sparkline of %d points, want %d", p.Title, row, row.Points, store.SeriesMinutes)
+			}
+		}
+	}
+	// The sparkline's tooltip carries its totals: general's 50 events in
+	// the hour, at most 12 a minute, 3 in the current one.
+	if got, want := s.Workspace.Rows[0].Spark, "50 events in the last 60 min, peak 12/min, this minute 3"; got != want {
+		t.Errorf("general's sparkline: %q, want %q", got, want)
+	}
+
+	// New events and a scheduler pass: the page shows them within its
+	// refresh period (plus the server's read cache and some slack).
+	more := store.Counts{}
+	more.Add("acme", window.Minute(time.Now()), "design", 100)
+	if err := st.Apply(ctx, st.Prepare(more)); err != nil {
+		t.Fatal(err)
+	}
+	tick(t, st, time.Now(), 0, nil)
+	s, took = waitPage(t, bctx, "the new counts", pageRefresh+api.DefaultCacheFor+3*time.Second, func(s pageState) bool {
+		return strings.HasPrefix(s.Global.rows(), "1 acme/design 112 | 2 acme/general 50 | 3 beta/ops 40") &&
+			s.Workspace.rows() == "1 design 112 | 2 general 50 | 3 random 30"
+	})
+	t.Logf("new counts shown %s after the scheduler pass (refresh period %s)", took.Round(time.Millisecond), pageRefresh)
+	if got := s.Workspace.Rows[0].Spark; !strings.HasPrefix(got, "112 events in the last 60 min") {
+		t.Errorf("design's sparkline after the new events: %q", got)
+	}
+
+	shot, err := chromedp.Run(bctx, chromedp.FullScreenshot(100)) // quality 100: PNG
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	path := filepath.Join(artifactDir(t), "leaderboard-320px.png")
+	if err := os.WriteFile(path, shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot (320 CSS px wide, scale 2): %s", path)
+
+	// The window buttons switch every panel and the URL.
+	if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS(`label:has(input[value="24h"])`))); err != nil {
+		t.Fatal(err)
+	}
+	waitPage(t, bctx, "the 24h window", 5*time.Second, func(s pageState) bool {
+		return s.Global.Title == "Global · 24h" && s.Workspace.Title == "Workspace acme · 24h" &&
+			strings.Contains(s.URL, "window=24h") && s.Workspace.rows() == "1 design 112 | 2 general 50 | 3 random 30"
+	})
+
+	// The workspace input: another workspace, then one without a ranking.
+	if err := chromedp.Do(bctx,
+		chromedp.SetValue(chromedp.ID("workspace"), "beta"),
+		chromedp.Click(chromedp.CSS(`#controls button[type="submit"]`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	waitPage(t, bctx, "workspace beta", 5*time.Second, func(s pageState) bool {
+		return s.Workspace.rows() == "1 ops 40 | 2 alerts 5" && strings.Contains(s.URL, "workspace=beta")
+	})
+	if err := chromedp.Do(bctx,
+		chromedp.SetValue(chromedp.ID("workspace"), "nobody"),
+		chromedp.Click(chromedp.CSS(`#controls button[type="submit"]`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	// A 404 is an answer, not a console error: the page says so in the panel.
+	waitPage(t, bctx, "no ranking for workspace nobody", 5*time.Second, func(s pageState) bool {
+		return len(s.Workspace.Rows) == 0 && strings.Contains(s.Workspace.Status, `no 24h ranking for workspace "nobody"`)
+	})
+	if err := bctx.Err(); errors.Is(err, context.DeadlineExceeded) {
+		t.Fatal("the browser test ran out of time")
+	}
+}
