@@ -7,9 +7,12 @@
 package lua
 
 import (
+	"context"
 	"crypto/sha1"
 	_ "embed"
 	"encoding/hex"
+	"sync/atomic"
+	"time"
 
 	"github.com/redis/rueidis"
 )
@@ -20,6 +23,48 @@ type Script struct {
 	Source string
 	SHA1   string // what SCRIPT LOAD returns for Source
 	*rueidis.Lua
+
+	observer atomic.Pointer[observerBox]
+}
+
+// Observer is told of every Exec of a script (pkg/metrics counts calls,
+// errors and latency with it). It is called on the caller's goroutine, after
+// the reply, and must not block or allocate.
+type Observer interface {
+	// Observe is given how long the call took and its error: nil for a
+	// reply, a Redis nil reply included; a Redis error reply (a script
+	// error, NOSCRIPT after the EVAL fallback failed) or a connection
+	// error otherwise.
+	Observe(took time.Duration, err error)
+}
+
+type observerBox struct{ o Observer }
+
+// SetObserver makes o observe every later Exec of s (nil: none). Safe to
+// call while s runs.
+func (s *Script) SetObserver(o Observer) {
+	if o == nil {
+		s.observer.Store(nil)
+		return
+	}
+	s.observer.Store(&observerBox{o})
+}
+
+// Exec runs the script with rueidis' Lua.Exec (EVALSHA, falling back to EVAL
+// on NOSCRIPT) and tells its observer, if any, how the call went.
+func (s *Script) Exec(ctx context.Context, c rueidis.Client, keys, args []string) rueidis.RedisResult {
+	box := s.observer.Load()
+	if box == nil {
+		return s.Lua.Exec(ctx, c, keys, args)
+	}
+	start := time.Now()
+	res := s.Lua.Exec(ctx, c, keys, args)
+	err := res.Error()
+	if rueidis.IsRedisNil(err) {
+		err = nil
+	}
+	box.o.Observe(time.Since(start), err)
+	return res
 }
 
 func newScript(name, source string) *Script {

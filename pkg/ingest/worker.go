@@ -88,6 +88,11 @@ type Config struct {
 
 	Clock  func() time.Time // default time.Now
 	Logger *slog.Logger
+	// OnFlush, if set, is told of each batch written and committed: its
+	// records (valid or not) and how long the flush took (dead letters,
+	// the Sink's write with its retries, the commit). pkg/metrics observes
+	// flush sizes and latencies with it.
+	OnFlush func(records int, took time.Duration)
 	// ClientOpts are extra franz-go options (tests tune timeouts with them).
 	ClientOpts []kgo.Opt
 }
@@ -133,6 +138,7 @@ func (s *Stats) addRejected(by map[events.Reason]int) {
 type Worker struct {
 	cfg   Config
 	stats Stats
+	lag   lagState
 }
 
 // New validates cfg and returns a Worker.
@@ -173,6 +179,9 @@ func New(cfg Config) (*Worker, error) {
 // Stats returns the worker's running totals.
 func (w *Worker) Stats() *Stats { return &w.stats }
 
+// Group is the consumer group the worker is a member of.
+func (w *Worker) Group() string { return w.cfg.Group }
+
 // Run consumes until ctx ends, then flushes and commits what it holds and
 // leaves the group. It returns an error only if it cannot start.
 func (w *Worker) Run(ctx context.Context) error {
@@ -183,7 +192,8 @@ func (w *Worker) Run(ctx context.Context) error {
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { hurry.Store(true) }),
-	}, w.cfg.ClientOpts...)
+	}, w.lagHooks()...)
+	opts = append(opts, w.cfg.ClientOpts...)
 	if d := w.cfg.SessionTimeout; d > 0 {
 		// Heartbeats must come well within the session timeout.
 		opts = append(opts, kgo.SessionTimeout(d), kgo.HeartbeatInterval(d/3))
@@ -246,6 +256,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			n++
 		})
 		w.stats.Consumed.Add(int64(n))
+		w.lag.polled(fetches)
 
 		stopping := ctx.Err() != nil
 		due := b.records >= w.cfg.BatchEvents || (!b.empty() && !time.Now().Before(b.started.Add(w.cfg.BatchAge)))
@@ -273,6 +284,7 @@ func (w *Worker) Run(ctx context.Context) error {
 // ends; a failed commit is only logged, since the records are then merely
 // consumed again.
 func (w *Worker) flush(ctx context.Context, cl *kgo.Client, b *batch, log *slog.Logger) error {
+	began := time.Now()
 	dead := b.dead
 	if len(dead) > 0 {
 		if err := retry(ctx, log, "produce dead letters", nil, func() error {
@@ -296,6 +308,7 @@ func (w *Worker) flush(ctx context.Context, cl *kgo.Client, b *batch, log *slog.
 	if err := write(ctx, w.cfg.Sink, b, &w.stats, log); err != nil {
 		return err
 	}
+	w.lag.written(b.last)
 
 	if err := cl.CommitRecords(ctx, b.commitRecords()...); err != nil {
 		w.stats.CommitErrors.Add(1)
@@ -303,6 +316,9 @@ func (w *Worker) flush(ctx context.Context, cl *kgo.Client, b *batch, log *slog.
 		return nil
 	}
 	w.stats.Flushes.Add(1)
+	if w.cfg.OnFlush != nil {
+		w.cfg.OnFlush(b.records, time.Since(began))
+	}
 	return nil
 }
 

@@ -37,6 +37,7 @@ import (
 	"log/slog"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/topk-dev/topk/pkg/keys"
@@ -90,7 +91,18 @@ type Params struct {
 	// Activity, if set, is the user activity counters (pkg/usercount),
 	// whose closed hours the scheduler rolls up (TickActivity).
 	Activity ActivityRollup
+	// OnTick, if set, is told of every tick Run makes: its loop (LoopHour,
+	// LoopLong or LoopActivity), how long it took and its error (nil on
+	// success). pkg/metrics observes tick durations and failures with it.
+	OnTick func(loop string, took time.Duration, err error)
 }
+
+// The loops of Run, as Params.OnTick names them.
+const (
+	LoopHour     = "hour"     // TickHour: the hour's rankings, the global view, the rollups
+	LoopLong     = "long"     // TickLong: the long windows at their cadence
+	LoopActivity = "activity" // TickActivity: the user activity rollups
+)
 
 // ActivityRollup is what the scheduler needs of the user activity
 // counters (*usercount.Store).
@@ -121,6 +133,12 @@ type Scheduler struct {
 	long       []*longState
 	// activityHour is the last user activity hour rolled up; 0 before.
 	activityHour int64
+	// started is the clock time New ran; passes holds, per window (1h and
+	// each long window computed), the clock time of its last complete pass
+	// in unix nanoseconds, 0 before the first. Written by the ticks, read
+	// by LastPass from any goroutine.
+	started time.Time
+	passes  map[string]*atomic.Int64
 }
 
 // longState is the scheduler's view of one long window.
@@ -177,7 +195,8 @@ func New(p Params) (*Scheduler, error) {
 	if p.Lateness < 0 || p.Lateness > p.Store.Window().Span() {
 		return nil, fmt.Errorf("scheduler: lateness %s out of range (0, %s]", p.Lateness, p.Store.Window().Span())
 	}
-	s := &Scheduler{p: p, pending: map[string]struct{}{}, global: p.Store.NewGlobalRefresher(), longGlobal: p.Store.NewGlobalRefresher()}
+	s := &Scheduler{p: p, pending: map[string]struct{}{}, global: p.Store.NewGlobalRefresher(), longGlobal: p.Store.NewGlobalRefresher(),
+		started: p.Clock(), passes: map[string]*atomic.Int64{keys.Window1h: {}}}
 	for _, w := range window.Longs {
 		c, ok := p.Cadence[w.Name]
 		if !ok {
@@ -188,10 +207,31 @@ func New(p Params) (*Scheduler, error) {
 		}
 		if c > 0 {
 			s.long = append(s.long, &longState{win: w, cadence: c, changed: map[string]struct{}{}})
+			s.passes[w.Name] = &atomic.Int64{}
 		}
 	}
 	return s, nil
 }
+
+// LastPass returns, for each window the scheduler computes (1h and the long
+// windows not turned off), the clock time of its last complete pass: every
+// ranking of the window was refreshed then (the beat readers see). Before a
+// window's first pass it is the time the scheduler was created, so that an
+// age measured from it grows while no pass succeeds. Safe for concurrent use.
+func (s *Scheduler) LastPass() map[string]time.Time {
+	out := make(map[string]time.Time, len(s.passes))
+	for win, ns := range s.passes {
+		if n := ns.Load(); n != 0 {
+			out[win] = time.Unix(0, n)
+		} else {
+			out[win] = s.started
+		}
+	}
+	return out
+}
+
+// Clock is the scheduler's clock (Params.Clock).
+func (s *Scheduler) Clock() time.Time { return s.p.Clock() }
 
 // Run ticks until ctx ends. The long windows run in a loop of their own,
 // so that their hourly passes over every active workspace never delay the
@@ -202,7 +242,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		s.loop(ctx, "long windows", func(ctx context.Context) error {
+		s.loop(ctx, LoopLong, "long windows", func(ctx context.Context) error {
 			_, err := s.TickLong(ctx)
 			return err
 		})
@@ -211,13 +251,13 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s.loop(ctx, "user activity", func(ctx context.Context) error {
+			s.loop(ctx, LoopActivity, "user activity", func(ctx context.Context) error {
 				_, err := s.TickActivity(ctx)
 				return err
 			})
 		}()
 	}
-	s.loop(ctx, "hour", func(ctx context.Context) error {
+	s.loop(ctx, LoopHour, "hour", func(ctx context.Context) error {
 		_, err := s.TickHour(ctx)
 		return err
 	})
@@ -225,13 +265,19 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	return nil
 }
 
-// loop runs tick every interval until ctx ends, logging failures.
-func (s *Scheduler) loop(ctx context.Context, what string, tick func(context.Context) error) {
+// loop runs tick every interval until ctx ends, logging failures; name is
+// the loop's name for Params.OnTick, what for the log.
+func (s *Scheduler) loop(ctx context.Context, name, what string, tick func(context.Context) error) {
 	t := time.NewTicker(s.p.Interval)
 	defer t.Stop()
 	lastOK := time.Now()
 	for {
-		if err := tick(ctx); err == nil {
+		began := time.Now()
+		err := tick(ctx)
+		if s.p.OnTick != nil && (err == nil || ctx.Err() == nil) {
+			s.p.OnTick(name, time.Since(began), err)
+		}
+		if err == nil {
 			lastOK = time.Now()
 		} else if ctx.Err() == nil {
 			s.p.Logger.Warn("scheduler tick failed; cached rankings keep their last values and grow stale",
@@ -344,6 +390,7 @@ func (s *Scheduler) TickHour(ctx context.Context) (TickStats, error) {
 	if err := s.p.Store.Beat(ctx, keys.Window1h, now); err != nil {
 		return TickStats{}, fmt.Errorf("scheduler.tick: %w", err)
 	}
+	s.passes[keys.Window1h].Store(now.UnixNano())
 	forgotten, err := s.p.Store.ForgetBefore(ctx, minute-int64(s.p.Store.RollupOptions().DayRetention/time.Minute))
 	if err != nil {
 		return TickStats{}, fmt.Errorf("scheduler.tick: %w", err)
@@ -479,6 +526,7 @@ func (s *Scheduler) TickLong(ctx context.Context) (int, error) {
 		}
 		total += len(ids)
 		l.last = now
+		s.passes[l.win.Name].Store(now.UnixNano())
 	}
 	return total, nil
 }
