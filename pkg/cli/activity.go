@@ -116,6 +116,7 @@ func activityIngestCommand(env *Env) *cli.Command {
 	flags = append(flags, activityStoreFlags()...)
 	flags = append(flags, latenessFlag())
 	flags = append(flags, logFlags("info")...)
+	flags = append(flags, metricsFlag())
 	return withConfig(&cli.Command{
 		Name:  "ingest",
 		Usage: "consume user activity events into the per-user and geo counters in Redis",
@@ -147,6 +148,7 @@ func activityArchiveCommand(env *Env) *cli.Command {
 	flags := []cli.Flag{brokersFlag(DefaultBrokers), activityTopicFlag(), postgresFlag("required"), rawRetentionFlag()}
 	flags = append(flags, ingestFlags(activityingest.RawGroup)...)
 	flags = append(flags, logFlags("info")...)
+	flags = append(flags, metricsFlag())
 	return withConfig(&cli.Command{
 		Name:  "archive",
 		Usage: "consume user activity events into the raw event store (PostgreSQL), and apply its retention",
@@ -163,6 +165,11 @@ func activityArchiveCommand(env *Env) *cli.Command {
 				return err
 			}
 			defer raw.Close()
+			stopMetrics, _, err := startMetrics(c, log)
+			if err != nil {
+				return err
+			}
+			defer stopMetrics()
 			cs := flagConsumers(c, c.String("activity-topic"))
 			if cs.dlq == "" {
 				cs.dlq = activityingest.RawDLQTopic

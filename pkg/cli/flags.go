@@ -13,6 +13,7 @@ import (
 	"github.com/topk-dev/topk/pkg/ingest"
 	"github.com/topk-dev/topk/pkg/kafka"
 	"github.com/topk-dev/topk/pkg/keys"
+	"github.com/topk-dev/topk/pkg/metrics"
 	"github.com/topk-dev/topk/pkg/scheduler"
 	"github.com/topk-dev/topk/pkg/store"
 	"github.com/topk-dev/topk/pkg/window"
@@ -140,6 +141,7 @@ func kFlag(usage string) cli.Flag {
 func logFlags(def string) []cli.Flag {
 	return []cli.Flag{
 		altsrc.NewStringFlag(&cli.StringFlag{Name: "log-level", EnvVars: []string{"TOPK_LOG_LEVEL"}, Value: def, Usage: "debug, info, warn or error"}),
+		altsrc.NewStringFlag(&cli.StringFlag{Name: "log-format", EnvVars: []string{"TOPK_LOG_FORMAT"}, Value: "text", Usage: "text (key=value, for terminals) or json (one object per line, for log collectors)"}),
 	}
 }
 
@@ -166,7 +168,15 @@ func newLogger(c *cli.Context, env *Env) (*slog.Logger, error) {
 	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
 		return nil, cli.Exit(fmt.Sprintf("bad --log-level %q: want debug, info, warn or error", c.String("log-level")), 2)
 	}
-	return slog.New(slog.NewTextHandler(env.Err, &slog.HandlerOptions{Level: level})), nil
+	opts := &slog.HandlerOptions{Level: level}
+	switch format := c.String("log-format"); format {
+	case "", "text":
+		return slog.New(slog.NewTextHandler(env.Err, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(env.Err, opts)), nil
+	default:
+		return nil, cli.Exit(fmt.Sprintf("bad --log-format %q: want text or json", format), 2)
+	}
 }
 
 // connectRedis opens a client to addrs with the command's credentials and
@@ -210,7 +220,9 @@ func openStore(c *cli.Context) (*store.Store, func(), error) {
 		client.Close()
 		return nil, nil, err
 	}
-	return store.New(client, keys.New(c.String("prefix")), win, store.Options{Global: global, Rollup: rollup}), client.Close, nil
+	st := store.New(client, keys.New(c.String("prefix")), win, store.Options{Global: global, Rollup: rollup})
+	unwatch := metrics.AddRedis(st) // topk_redis_up
+	return st, func() { unwatch(); client.Close() }, nil
 }
 
 // rollupOptions reads the minute window and the rollup flags of commands
@@ -275,6 +287,11 @@ func serviceAction(env *Env, fn func(c *cli.Context, st *store.Store, log *slog.
 			return err
 		}
 		defer closeStore()
+		stopMetrics, _, err := startMetrics(c, log)
+		if err != nil {
+			return err
+		}
+		defer stopMetrics()
 		return fn(c, st, log)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/topk-dev/topk/pkg/ingest"
+	"github.com/topk-dev/topk/pkg/metrics"
 	"github.com/topk-dev/topk/pkg/store"
 )
 
@@ -18,6 +19,7 @@ func ingestCommand(env *Env) *cli.Command {
 	flags = append(flags, userCapFlag())
 	flags = append(flags, deploymentFlags()...)
 	flags = append(flags, logFlags("info")...)
+	flags = append(flags, metricsFlag())
 	return withConfig(&cli.Command{
 		Name:  "ingest",
 		Usage: "consume activity events from Kafka and count them into Redis minute buckets",
@@ -69,12 +71,14 @@ func newWorkers(c *cli.Context, cs consumers, log *slog.Logger, newSink func() (
 			SessionTimeout:   c.Duration("session-timeout"),
 			RebalanceTimeout: c.Duration("rebalance-timeout"),
 			Logger:           log,
+			OnFlush:          metrics.FlushObserver(cs.group),
 		})
 		if err != nil {
 			return nil, cli.Exit(err.Error(), exitUsage)
 		}
 		workers[i] = w
 	}
+	metrics.AddWorkers(c.Context, workers...)
 	return workers, nil
 }
 

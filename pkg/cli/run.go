@@ -38,6 +38,7 @@ func runCommand(env *Env) *cli.Command {
 		&cli.DurationFlag{Name: "every", Value: 3 * time.Second, Usage: "display refresh period"},
 	)
 	flags = append(flags, logFlags("warn")...)
+	flags = append(flags, metricsFlag())
 	return withConfig(&cli.Command{
 		Name:  "run",
 		Usage: "the whole pipeline in one process: local services, synthetic traffic, workers, scheduler, live rankings",
@@ -103,6 +104,14 @@ func runAll(c *cli.Context, env *Env) error {
 		return err
 	}
 	defer closeStore()
+	stopMetrics, metricsAddr, err := startMetrics(c, log)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
+	if metricsAddr != "" {
+		fmt.Fprintf(env.Out, "Prometheus metrics at http://%s/metrics\n", metricsAddr)
+	}
 	producer, err := kafka.NewClient(kafkaConfig(c), kgo.ProducerLinger(5*time.Millisecond))
 	if err != nil {
 		return cli.Exit(err.Error(), 1)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/topk-dev/topk/pkg/metrics"
 	"github.com/topk-dev/topk/pkg/scheduler"
 	"github.com/topk-dev/topk/pkg/store"
 )
@@ -15,6 +16,7 @@ func scheduleCommand(env *Env) *cli.Command {
 	flags = append(flags, deploymentFlags()...)
 	flags = append(flags, activityStoreFlags()...)
 	flags = append(flags, logFlags("info")...)
+	flags = append(flags, metricsFlag())
 	return withConfig(&cli.Command{
 		Name:  "schedule",
 		Usage: "keep every active workspace's cached top K fresh",
@@ -44,9 +46,10 @@ func newScheduler(c *cli.Context, st *store.Store, log *slog.Logger) (*scheduler
 		return nil, err
 	}
 	s, err := scheduler.New(scheduler.Params{Store: st, Interval: c.Duration("interval"), K: c.Int("k"), Logger: log,
-		Lateness: c.Duration("lateness"), Cadence: cadence, Activity: users})
+		Lateness: c.Duration("lateness"), Cadence: cadence, Activity: users, OnTick: metrics.TickObserver})
 	if err != nil {
 		return nil, cli.Exit(err.Error(), exitUsage)
 	}
+	metrics.AddScheduler(c.Context, s, users != nil)
 	return s, nil
 }

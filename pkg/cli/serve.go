@@ -13,6 +13,7 @@ import (
 
 	"github.com/topk-dev/topk/pkg/api"
 	"github.com/topk-dev/topk/pkg/kafka"
+	"github.com/topk-dev/topk/pkg/metrics"
 	"github.com/topk-dev/topk/pkg/store"
 )
 
@@ -28,6 +29,7 @@ func serveCommand(env *Env) *cli.Command {
 	flags = append(flags, deploymentFlags()...)
 	flags = append(flags, activityStoreFlags()...)
 	flags = append(flags, logFlags("info")...)
+	flags = append(flags, metricsFlag())
 	return withConfig(&cli.Command{
 		Name:  "serve",
 		Usage: "serve the cached rankings over HTTP (GET /v1/top, /v1/top/global, /trending, /healthz, /readyz)",
@@ -107,5 +109,5 @@ func serveHandler(c *cli.Context, st *store.Store, log *slog.Logger) (http.Handl
 	mux.Handle("/", api.NewHandler(api.Cache(st, c.Duration("read-cache")), log))
 	act.Register(mux)
 	log.Info("activity API", "collection", act.Producer != nil, "raw_events", act.Raw != nil)
-	return mux, closeAll, nil
+	return metrics.InstrumentHTTP(mux), closeAll, nil
 }
