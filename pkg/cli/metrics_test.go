@@ -293,6 +293,12 @@ func TestMetricsEndToEnd(t *testing.T) {
 	if code := get("/no/such/route"); code != http.StatusNotFound {
 		t.Errorf("GET /no/such/route: %d, want 404", code)
 	}
+	// topk serve also serves the live page and its series.
+	for _, path := range []string{"/", "/ui/app.js", "/v1/series?workspace=ws-0&ids=c-1"} {
+		if code := get(path); code != http.StatusOK {
+			t.Errorf("GET %s: %d, want 200", path, code)
+		}
+	}
 	fams = scrape(t, serveAddr)
 	if v, ok := one(fams, "topk_http_request_duration_seconds", map[string]string{"route": "GET /v1/top", "code": "200"}); !ok || v < 1 {
 		t.Errorf("HTTP histogram count for GET /v1/top 200 = %v (present %v)", v, ok)

@@ -32,7 +32,7 @@ func serveCommand(env *Env) *cli.Command {
 	flags = append(flags, metricsFlag())
 	return withConfig(&cli.Command{
 		Name:  "serve",
-		Usage: "serve the cached rankings over HTTP (GET /v1/top, /v1/top/global, /trending, /healthz, /readyz)",
+		Usage: "serve the HTTP API: cached rankings (/v1/top, /v1/top/global, /trending), /v1/series, the live page at /, user activity, /healthz, /readyz",
 		Description: "Reads only cached results (what `topk schedule` writes), one Redis read per request.\n" +
 			"See the README section \"HTTP API\" for parameters, responses and status codes.",
 		Flags: flags,
@@ -108,6 +108,8 @@ func serveHandler(c *cli.Context, st *store.Store, log *slog.Logger) (http.Handl
 	mux := http.NewServeMux()
 	mux.Handle("/", api.NewHandler(api.Cache(st, c.Duration("read-cache")), log))
 	act.Register(mux)
+	(&api.Series{Reader: st, Log: log}).Register(mux)
+	api.RegisterUI(mux)
 	log.Info("activity API", "collection", act.Producer != nil, "raw_events", act.Raw != nil)
 	return metrics.InstrumentHTTP(mux), closeAll, nil
 }
