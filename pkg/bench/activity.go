@@ -25,12 +25,8 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
-	"net"
 	"net/http"
-	"reflect"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -42,7 +38,6 @@ import (
 	"github.com/topk-dev/topk/pkg/geo"
 	"github.com/topk-dev/topk/pkg/ingest"
 	"github.com/topk-dev/topk/pkg/kafka"
-	"github.com/topk-dev/topk/pkg/keys"
 	"github.com/topk-dev/topk/pkg/loadgen"
 	"github.com/topk-dev/topk/pkg/rawstore"
 	"github.com/topk-dev/topk/pkg/usercount"
@@ -268,43 +263,21 @@ func RunActivityReport(ctx context.Context, cfg ActivityConfig, runs int, log *s
 	}
 	rep.Median = rep.Runs[0]
 	if len(rep.Runs) > 1 {
-		src := make([]reflect.Value, len(rep.Runs))
-		for i := range rep.Runs {
-			src[i] = reflect.ValueOf(&rep.Runs[i]).Elem()
-		}
-		out := reflect.New(reflect.TypeFor[ActivityResult]()).Elem()
-		medianInto(out, src)
-		rep.Median = out.Interface().(ActivityResult)
+		rep.Median = fieldMedian(rep.Runs)
 		rep.Median.Run = 0
 	}
 	return rep, nil
 }
 
-// workerTotals sums the workers' counted and rejected records.
-func workerTotals(ws []*ingest.Worker) (counted, rejected int64) {
-	for _, w := range ws {
-		counted += w.Stats().Counted.Load()
-		rejected += w.Stats().Rejected.Load()
-	}
-	return counted, rejected
-}
-
 // runActivity is one run: a fresh topic, consumer groups and key prefix,
 // deleted afterwards.
 func (e *pipelineEnv) runActivity(ctx context.Context, cfg ActivityConfig, raw rawstore.Store, seed uint64, label string) (ActivityResult, error) {
-	prefix := fmt.Sprintf("topkbench-%d-%s", time.Now().UnixNano(), designActivity)
 	// The phase carries what the pipeline benchmark's snapshot, read and
 	// result need; it has no markers and reads over HTTP (ReadHTTP: its
 	// Redis commands are not subtracted from the ingest path's).
-	p := &phase{e: e, design: designActivity, label: label, prefix: prefix, topic: prefix + ".events", ks: keys.New(prefix),
-		cfg: PipelineConfig{Rate: cfg.Rate, QueryRate: cfg.QueryRate, ReadVia: ReadHTTP}}
+	p := e.newPhase(PipelineConfig{Rate: cfg.Rate, QueryRate: cfg.QueryRate, ReadVia: ReadHTTP}, designActivity, label)
 	res, err := p.runActivity(ctx, cfg, raw, seed)
-	cleanCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-	defer cancel()
-	if derr := p.cleanup(cleanCtx); derr != nil && err == nil {
-		err = derr
-	}
-	return res, err
+	return res, p.finish(ctx, err)
 }
 
 func (p *phase) runActivity(ctx context.Context, cfg ActivityConfig, raw rawstore.Store, seed uint64) (ActivityResult, error) {
@@ -362,6 +335,7 @@ func (p *phase) runActivity(ctx context.Context, cfg ActivityConfig, raw rawstor
 	}
 	p.totals = func() (int64, int64) { return workerTotals(counters) }
 	archived := func() int64 { n, r := workerTotals(archive); return n + r }
+	p.archived = archived
 
 	producer, err := kafka.NewClient(kcfg, kgo.ProducerLinger(5*time.Millisecond))
 	if err != nil {
@@ -374,95 +348,35 @@ func (p *phase) runActivity(ctx context.Context, cfg ActivityConfig, raw rawstor
 	}
 	defer stopReads()
 
-	var (
-		stopping atomic.Bool
-		errs     = make(chan error, 16)
-		svcWG    sync.WaitGroup
-		loadWG   sync.WaitGroup
-		auxWG    sync.WaitGroup
-	)
-	goRun := func(wg *sync.WaitGroup, ctx context.Context, fn func(context.Context) error) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := fn(ctx); err != nil && !stopping.Load() {
-				select {
-				case errs <- err:
-				default:
-				}
-			}
-		}()
-	}
-	svcCtx, stopSvc := context.WithCancel(ctx)
-	defer stopSvc()
-	loadCtx, stopLoad := context.WithCancel(ctx)
-	defer stopLoad()
-	auxCtx, stopAux := context.WithCancel(ctx)
-	defer stopAux()
-	defer func() {
-		stopping.Store(true)
-		stopLoad()
-		loadWG.Wait()
-		stopAux()
-		auxWG.Wait()
-		stopSvc()
-		svcWG.Wait()
-	}()
-	wait := func(d time.Duration) error {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("interrupted: %w", ctx.Err())
-		case err := <-errs:
-			return err
-		case <-t.C:
-			return nil
-		}
-	}
+	// Services: the workers; load: the producer; aux: sampler and queries.
+	g := newRunGroup(ctx, "")
+	defer g.stop()
 
 	resetRSS := resetPeakRSS()
 	var archLags []lagSample
 	began := time.Now()
 	for _, w := range append(counters, archive...) {
-		goRun(&svcWG, svcCtx, w.Run)
+		g.goSvc(w.Run)
 	}
-	goRun(&loadWG, loadCtx, func(ctx context.Context) error {
+	g.goLoad(func(ctx context.Context) error {
 		_, err := loadgen.Produce(ctx, producer, p.topic, gen, loadgen.ProduceOptions{Rate: cfg.Rate, Progress: &p.load})
 		return err
 	})
-	goRun(&auxWG, auxCtx, func(ctx context.Context) error {
+	g.goAux(func(ctx context.Context) error {
 		return p.sampleActivity(ctx, cfg, began, archived, raw != nil, &archLags)
 	})
 	if cfg.QueryRate > 0 {
-		goRun(&auxWG, auxCtx, func(ctx context.Context) error { return p.read(ctx, readOne) })
+		g.goAux(func(ctx context.Context) error { return p.read(ctx, readOne) })
 	}
 	e.progressf("%s: started (%s, offered %s, warm-up %s, measuring %s)", p.label, p.topic, rateString(cfg.Rate), cfg.Warmup, cfg.Duration)
-	if err := wait(cfg.Warmup); err != nil {
-		return fail(err)
-	}
-	begin, err := p.snapshot(ctx)
+	begin, end, err := p.measure(ctx, g, cfg.Warmup, cfg.Duration)
 	if err != nil {
 		return fail(err)
 	}
-	archBegin := archived()
-	p.mu.Lock()
-	p.measureFrom = begin.at
-	p.mu.Unlock()
-	if err := wait(cfg.Duration); err != nil {
-		return fail(err)
-	}
-	end, err := p.snapshot(ctx)
-	if err != nil {
-		return fail(err)
-	}
-	archEnd := archived()
 
 	// Stop the load and the queries, then let the consumers catch up.
-	stopLoad()
-	loadWG.Wait()
-	stopAux()
-	auxWG.Wait()
+	g.stopLoad()
+	g.stopAux()
 	loadEnd := time.Now()
 	var d DrainResult
 	for {
@@ -473,7 +387,7 @@ func (p *phase) runActivity(ctx context.Context, cfg ActivityConfig, raw rawstor
 		if d.Drained || time.Since(loadEnd) >= cfg.DrainTimeout {
 			break
 		}
-		if err := wait(20 * time.Millisecond); err != nil {
+		if err := g.wait(20 * time.Millisecond); err != nil {
 			return fail(err)
 		}
 	}
@@ -492,7 +406,8 @@ func (p *phase) runActivity(ctx context.Context, cfg ActivityConfig, raw rawstor
 				lags = append(lags, s.lag)
 			}
 		}
-		res.Archive = &ArchiveResult{Archived: archEnd - archBegin, Rate: float64(archEnd-archBegin) / r.Seconds, Lag: judgeLag(lags, cfg.Rate)}
+		n := end.archived - begin.archived
+		res.Archive = &ArchiveResult{Archived: n, Rate: float64(n) / r.Seconds, Lag: judgeLag(lags, cfg.Rate)}
 	}
 	e.progressf("%s: done: produced %s/s, counted %s/s, lag bounded %s, count query p99 %s, drained %v in %.1f s",
 		p.label, group(int64(res.ProducedRate)), group(int64(res.CountedRate)), boundedString(res.Lag), msString(res.Queries.P99), d.Drained, d.Seconds)
@@ -508,43 +423,27 @@ func (p *phase) countReader(c rueidis.Client, cfg ActivityConfig) (func(context.
 	if err != nil {
 		return nil, nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, nil, fmt.Errorf("api listener: %w", err)
-	}
 	mux := http.NewServeMux()
 	(&api.Activity{Counts: usercount.New(c, p.ks, usercount.Options{}), Log: p.e.log}).Register(mux)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024}}
-	base := "http://" + ln.Addr().String() + "/v1/users/user-"
+	l, err := serveLoopback(mux)
+	if err != nil {
+		return nil, nil, err
+	}
 	return func(ctx context.Context, rng *rand.Rand) (bool, error) {
-			url := base + strconv.Itoa(z.Sample(rng)+1) + "/activity/count?window=1h"
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-			if err != nil {
-				return false, err
-			}
-			resp, err := client.Do(req)
-			if err != nil {
-				return false, err
-			}
-			defer resp.Body.Close()
-			body, err := io.ReadAll(resp.Body)
-			if err != nil {
-				return false, err
-			}
-			if resp.StatusCode != http.StatusOK {
-				return false, fmt.Errorf("%s: %s: %s", url, resp.Status, body)
-			}
-			var out api.CountResponse
-			if err := json.Unmarshal(body, &out); err != nil {
-				return false, fmt.Errorf("%s: %w", url, err)
-			}
-			return out.Count > 0, nil
-		}, func() {
-			_ = srv.Close()
-			client.CloseIdleConnections()
-		}, nil
+		url := l.base + "/v1/users/user-" + strconv.Itoa(z.Sample(rng)+1) + "/activity/count?window=1h"
+		resp, body, err := l.get(ctx, url)
+		if err != nil {
+			return false, err
+		}
+		if resp.StatusCode != http.StatusOK {
+			return false, fmt.Errorf("%s: %s: %s", url, resp.Status, body)
+		}
+		var out api.CountResponse
+		if err := json.Unmarshal(body, &out); err != nil {
+			return false, fmt.Errorf("%s: %w", url, err)
+		}
+		return out.Count > 0, nil
+	}, l.close, nil
 }
 
 // sampleActivity records both groups' lag every second of the measured
@@ -578,10 +477,7 @@ func (p *phase) sampleActivity(ctx context.Context, cfg ActivityConfig, began ti
 			continue
 		}
 		secs := now.Sub(lastPrint).Seconds()
-		stage := fmt.Sprintf("warm-up %s", now.Sub(began).Round(time.Second))
-		if !from.IsZero() {
-			stage = fmt.Sprintf("measuring %s/%s", now.Sub(from).Round(time.Second), cfg.Duration)
-		}
+		stage := progressStage(now, began, from, cfg.Duration)
 		line := fmt.Sprintf("%s: %s: produced %s/s, counted %s/s, lag %s", p.label, stage,
 			group(int64(float64(acked-lastAcked)/secs)), group(int64(float64(counted-lastCounted)/secs)), group(acked-counted-rejected))
 		if withRaw {
@@ -614,25 +510,14 @@ func (r *ActivityReport) WriteMarkdown(w io.Writer) {
 	row := func(name, format string, args ...any) {
 		fmt.Fprintf(w, "| %s | %s |\n", name, fmt.Sprintf(format, args...))
 	}
-	lag := func(l LagResult) string {
-		v := boundedString(l)
-		if l.Judged && !l.Bounded {
-			v = "**no**"
-		}
-		return fmt.Sprintf("%s (max %s; middle/last third max %s / %s; end %s)", v, group(l.Max), group(l.MaxMiddle), group(l.MaxLast), group(l.Final))
-	}
 	fmt.Fprint(w, "| | user activity path |\n|---|---:|\n")
 	row("offered rate", "%s", rateString(m.OfferedRate))
-	limited := ""
-	if m.ProducerLimited {
-		limited = " (**producer-limited**)"
-	}
-	row("produced (acknowledged)", "%s events/s%s", group(int64(m.ProducedRate)), limited)
+	row("produced (acknowledged)", "%s", producedCell(m.ProducedRate, m.ProducerLimited))
 	row("**sustained counted rate** (user + geo counters)", "**%s events/s** (%s in %.0f s, %s rejected)", group(int64(m.CountedRate)), group(m.Counted), m.Seconds, group(m.Rejected))
-	row("counters consumer lag bounded", "%s", lag(m.Lag))
+	row("counters consumer lag bounded", "%s", lagCell(m.Lag))
 	if a := m.Archive; a != nil {
 		row("archived rate (raw events to PostgreSQL)", "%s events/s (%s)", group(int64(a.Rate)), group(a.Archived))
-		row("archive consumer lag bounded", "%s", lag(a.Lag))
+		row("archive consumer lag bounded", "%s", lagCell(a.Lag))
 	}
 	row("drained after the load (counted = produced)", "%s (%s of %s counted, %s rejected%s, %.1f s)", yesNo(m.Drain.Drained),
 		group(m.Drain.Counted), group(m.Drain.Produced), group(m.Drain.Rejected), archivedString(m.Drain, c.Raw), m.Drain.Seconds)
@@ -642,14 +527,9 @@ func (r *ActivityReport) WriteMarkdown(w io.Writer) {
 		row("count query service time p50 / p99 / p999", "%s / %s / %s", msString(s.P50), msString(s.P99), msString(s.P999))
 		row("count queries (zero counts, failed)", "%s (%s, %d)", group(int64(q.N)), group(int64(q.Empty)), q.Errors)
 	}
-	row("Redis commands per event (total_commands_processed)", "%.3f", m.Redis.CommandsPerEvent)
-	row("Redis calls per event (commandstats, incl. inside scripts)", "%.3f", m.Redis.CallsPerEvent)
-	row("… by command", "%s", byCommand(m.Redis.CallsPerEventBy, "%.3f"))
-	row("Redis time by command, µs/event (a script's includes its commands)", "%s", byCommand(m.Redis.MicrosPerEventBy, "%.2f"))
-	row("Redis CPU (sys + user)", "%.2f s (%.2f µs/event)", m.Redis.CPUSeconds, m.Redis.CPUMicrosPerEvent)
-	row("Redis used_memory at the end", "%s", mib(m.Redis.UsedMemory))
-	row("process CPU (user + sys)", "%.2f s (%.2f µs/event)", m.Process.CPUSeconds, m.Process.CPUMicrosPerEvent)
-	row("process peak RSS", "%s", mib(m.Process.PeakRSS))
+	for _, u := range usageRows(false) {
+		row(u.name, "%s", u.cell(m.Redis, m.Process))
+	}
 	fmt.Fprintln(w)
 	if len(r.Runs) > 1 {
 		fmt.Fprintln(w, "| run | produced/s | counted/s | lag bounded | query p50 / p99 / p999 | failed | commands/event | Redis CPU µs/event | process CPU µs/event | drained |")

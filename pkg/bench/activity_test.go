@@ -14,11 +14,7 @@ import (
 // archives every produced event once drained, answers every count query,
 // and reports sane numbers. Only sanity bounds: the machine may be busy.
 func TestActivityTinyRun(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end benchmark run")
-	}
-	r := testenv.Redis(t)
-	k := testenv.Kafka(t, nil)
+	redisAddr, brokers := tinyRunServices(t)
 	var progress testenv.SyncBuffer
 	cfg := ActivityConfig{
 		Users:         1000,
@@ -32,8 +28,8 @@ func TestActivityTinyRun(t *testing.T) {
 		QueryRate:     200,
 		Raw:           true,
 		DrainTimeout:  10 * time.Second,
-		RedisAddr:     r.Addr(),
-		Brokers:       k.ListenAddrs(),
+		RedisAddr:     redisAddr,
+		Brokers:       brokers,
 		Progress:      &progress,
 		ProgressEvery: time.Second,
 	}
@@ -63,9 +59,5 @@ func TestActivityTinyRun(t *testing.T) {
 			t.Errorf("markdown lacks %q:\n%s", want, md.String())
 		}
 	}
-	// Nothing left behind in Redis.
-	c := testenv.Client(t, r.Addr())
-	if n, err := c.Do(context.Background(), c.B().Dbsize().Build()).AsInt64(); err != nil || n != 0 {
-		t.Errorf("DBSIZE after the run = %d, %v; want 0", n, err)
-	}
+	checkNothingLeft(t, redisAddr)
 }

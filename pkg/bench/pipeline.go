@@ -31,7 +31,6 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	neturl "net/url"
 	"os"
@@ -698,6 +697,9 @@ type phase struct {
 	markersSent  atomic.Int64
 	benchCmds    atomic.Int64 // commands the benchmark itself sends Redis
 	totals       func() (counted, rejected int64)
+	// archived counts the records of a second consumer group (the activity
+	// benchmark's archive worker; nil: none), taken in each snapshot.
+	archived func() int64
 
 	mu          sync.Mutex
 	markerSent  []time.Time // by sequence - 1
@@ -727,6 +729,7 @@ type snapshot struct {
 	acked      int64
 	counted    int64
 	rejected   int64
+	archived   int64
 	benchCmds  int64
 	totalCmds  int64
 	calls      map[string]int64
@@ -737,16 +740,9 @@ type snapshot struct {
 }
 
 func (e *pipelineEnv) runPhase(ctx context.Context, cfg PipelineConfig, design string, seed uint64, label string) (PhaseResult, error) {
-	prefix := fmt.Sprintf("topkbench-%d-%s", time.Now().UnixNano(), design)
-	p := &phase{e: e, cfg: cfg, design: design, label: label, prefix: prefix, topic: prefix + ".events", ks: keys.New(prefix)}
+	p := e.newPhase(cfg, design, label)
 	res, err := p.run(ctx, seed)
-	// Leave nothing behind, whatever happened.
-	cleanCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-	defer cancel()
-	if derr := p.cleanup(cleanCtx); derr != nil && err == nil {
-		err = derr
-	}
-	return res, err
+	return res, p.finish(ctx, err) // leave nothing behind, whatever happened
 }
 
 func (p *phase) run(ctx context.Context, seed uint64) (PhaseResult, error) {
@@ -783,13 +779,7 @@ func (p *phase) run(ctx context.Context, seed uint64) (PhaseResult, error) {
 			}
 			runners = append(runners, workers[i].Run)
 		}
-		p.totals = func() (counted, rejected int64) {
-			for _, w := range workers {
-				counted += w.Stats().Counted.Load()
-				rejected += w.Stats().Rejected.Load()
-			}
-			return counted, rejected
-		}
+		p.totals = func() (int64, int64) { return workerTotals(workers) }
 	case designNaive:
 		workers := make([]*naiveWorker, cfg.Workers)
 		for i := range workers {
@@ -831,54 +821,19 @@ func (p *phase) run(ctx context.Context, seed uint64) (PhaseResult, error) {
 	defer markerClient.Close()
 
 	resetPeakRSS := resetPeakRSS()
-	var (
-		stopping atomic.Bool
-		errs     = make(chan error, 16)
-		svcWG    sync.WaitGroup // workers and scheduler
-		loadWG   sync.WaitGroup // producers
-		auxWG    sync.WaitGroup // reader, poller, sampler
-	)
-	goRun := func(wg *sync.WaitGroup, ctx context.Context, fn func(context.Context) error) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := fn(ctx); err != nil && !stopping.Load() {
-				select {
-				case errs <- err:
-				default:
-				}
-			}
-		}()
-	}
-	svcCtx, stopSvc := context.WithCancel(ctx)
-	defer stopSvc()
-	loadCtx, stopLoad := context.WithCancel(ctx)
-	defer stopLoad()
-	auxCtx, stopAux := context.WithCancel(ctx)
-	defer stopAux()
-	stopAll := func() {
-		stopping.Store(true)
-		stopLoad()
-		loadWG.Wait()
-		stopAux()
-		auxWG.Wait()
-		stopSvc()
-		svcWG.Wait()
-	}
-	defer func() {
-		if !stopping.Load() {
-			stopAll()
-		}
-	}()
+	// Services: workers and scheduler; load: the producers; aux: reader,
+	// poller, sampler.
+	g := newRunGroup(ctx, "bench.pipeline: "+p.design)
+	defer g.stop()
 
 	began := time.Now()
 	for _, r := range runners {
-		goRun(&svcWG, svcCtx, r)
+		g.goSvc(r)
 	}
-	goRun(&loadWG, loadCtx, func(ctx context.Context) error { return p.produceLoad(ctx, producer, gen) })
-	goRun(&loadWG, loadCtx, func(ctx context.Context) error { return p.produceMarkers(ctx, markerClient) })
-	goRun(&auxWG, auxCtx, func(ctx context.Context) error { return p.pollFreshness(ctx) })
-	goRun(&auxWG, auxCtx, func(ctx context.Context) error { return p.sample(ctx, began) })
+	g.goLoad(func(ctx context.Context) error { return p.produceLoad(ctx, producer, gen) })
+	g.goLoad(func(ctx context.Context) error { return p.produceMarkers(ctx, markerClient) })
+	g.goAux(p.pollFreshness)
+	g.goAux(func(ctx context.Context) error { return p.sample(ctx, began) })
 	if cfg.QueryRate > 0 {
 		names := make([]string, gen.Config().Workspaces)
 		for i := range names {
@@ -889,54 +844,29 @@ func (p *phase) run(ctx context.Context, seed uint64) (PhaseResult, error) {
 			return PhaseResult{}, err
 		}
 		defer stopReads()
-		goRun(&auxWG, auxCtx, func(ctx context.Context) error { return p.read(ctx, readOne) })
+		g.goAux(func(ctx context.Context) error { return p.read(ctx, readOne) })
 	}
 
-	wait := func(d time.Duration) error {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("bench.pipeline: %s: interrupted: %w", p.design, ctx.Err())
-		case err := <-errs:
-			return fmt.Errorf("bench.pipeline: %s: %w", p.design, err)
-		case <-t.C:
-			return nil
-		}
-	}
 	e.progressf("%s %s: started (%s, offered %s, warm-up %s, measuring %s)", p.label, p.design, p.topic, rateString(cfg.Rate), cfg.Warmup, cfg.Duration)
 	if c := scheduler.DefaultCadence[cfg.ReadWindow]; cfg.QueryRate > 0 && cfg.Warmup < c {
 		e.progressf("%s %s: the %s window is refreshed every %s, more than the %s warm-up: the first measured reads find a ranking cached before the traffic (empty)",
 			p.label, p.design, cfg.ReadWindow, c, cfg.Warmup)
 	}
-	if err := wait(cfg.Warmup); err != nil {
-		return PhaseResult{}, err
-	}
-	begin, err := p.snapshot(ctx)
-	if err != nil {
-		return PhaseResult{}, err
-	}
-	p.mu.Lock()
-	p.measureFrom = begin.at
-	p.mu.Unlock()
-	if err := wait(cfg.Duration); err != nil {
-		return PhaseResult{}, err
-	}
-	end, err := p.snapshot(ctx)
+	begin, end, err := p.measure(ctx, g, cfg.Warmup, cfg.Duration)
 	if err != nil {
 		return PhaseResult{}, err
 	}
 	// Give the markers sent in the period time to show up, under the same load.
 	graceEnd := time.Now().Add(cfg.MarkerGrace)
 	for !p.markersSeenBefore(end.at) && time.Now().Before(graceEnd) {
-		if err := wait(20 * time.Millisecond); err != nil {
+		if err := g.wait(20 * time.Millisecond); err != nil {
 			return PhaseResult{}, err
 		}
 	}
 	if now := time.Now(); now.Before(graceEnd) {
 		graceEnd = now
 	}
-	stopAll()
+	g.stop()
 	peak, source := peakRSS(resetPeakRSS, p.rssMaxLoad())
 
 	res := p.result(begin, end, graceEnd)
@@ -1086,47 +1016,31 @@ func (p *phase) reader(c rueidis.Client, workspaces []string) (func(ctx context.
 			return len(zs) > 0, err
 		}, func() {}, nil
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, nil, fmt.Errorf("bench.pipeline: api listener: %w", err)
-	}
 	st := store.New(c, p.ks, window.Hour, store.Options{Global: store.GlobalOptions{Backend: p.e.backend}})
-	srv := &http.Server{Handler: api.NewHandler(api.Cache(st, p.cfg.ReadCache), p.e.log), ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024}}
-	base := "http://" + ln.Addr().String()
+	l, err := serveLoopback(api.NewHandler(api.Cache(st, p.cfg.ReadCache), p.e.log))
+	if err != nil {
+		return nil, nil, fmt.Errorf("bench.pipeline: %w", err)
+	}
 	win := neturl.QueryEscape(p.cfg.ReadWindow)
 	return func(ctx context.Context, rng *rand.Rand) (bool, error) {
-			url := fmt.Sprintf("%s/trending?window=%s&k=%d", base, win, ReadEntries)
-			if p.cfg.ReadVia == ReadHTTP {
-				url = fmt.Sprintf("%s/v1/top?workspace=%s&window=%s&k=%d", base, neturl.QueryEscape(workspaces[rng.IntN(len(workspaces))]), win, ReadEntries)
-			}
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-			if err != nil {
-				return false, err
-			}
-			resp, err := client.Do(req)
-			if err != nil {
-				return false, err
-			}
-			defer resp.Body.Close()
-			body, err := io.ReadAll(resp.Body)
-			if err != nil {
-				return false, err
-			}
-			switch resp.StatusCode {
-			case http.StatusOK:
-				// A ranking with no items (a long window before its
-				// first pass over traffic) counts as empty.
-				return !bytes.Contains(body, []byte(`"items":[]`)), nil
-			case http.StatusNotFound:
-				return false, nil
-			}
-			return false, fmt.Errorf("%s: %s", url, resp.Status)
-		}, func() {
-			_ = srv.Close()
-			client.CloseIdleConnections()
-		}, nil
+		url := fmt.Sprintf("%s/trending?window=%s&k=%d", l.base, win, ReadEntries)
+		if p.cfg.ReadVia == ReadHTTP {
+			url = fmt.Sprintf("%s/v1/top?workspace=%s&window=%s&k=%d", l.base, neturl.QueryEscape(workspaces[rng.IntN(len(workspaces))]), win, ReadEntries)
+		}
+		resp, body, err := l.get(ctx, url)
+		if err != nil {
+			return false, err
+		}
+		switch resp.StatusCode {
+		case http.StatusOK:
+			// A ranking with no items (a long window before its first
+			// pass over traffic) counts as empty.
+			return !bytes.Contains(body, []byte(`"items":[]`)), nil
+		case http.StatusNotFound:
+			return false, nil
+		}
+		return false, fmt.Errorf("%s: %s", url, resp.Status)
+	}, l.close, nil
 }
 
 // read makes one read (see reader) at QueryRate, open loop: read i is due at
@@ -1203,10 +1117,7 @@ func (p *phase) sample(ctx context.Context, began time.Time) error {
 		p.mu.Unlock()
 		if p.e.progress != nil && now.Sub(lastPrint) >= p.cfg.ProgressEvery-lagSampleEvery/2 {
 			secs := now.Sub(lastPrint).Seconds()
-			stage := fmt.Sprintf("warm-up %s", now.Sub(began).Round(time.Second))
-			if measuring {
-				stage = fmt.Sprintf("measuring %s/%s", now.Sub(from).Round(time.Second), p.cfg.Duration)
-			}
+			stage := progressStage(now, began, from, p.cfg.Duration)
 			p.e.progressf("%s %s: %s: produced %s/s, counted %s/s, lag %s, markers visible %d/%d",
 				p.label, p.design, stage, group(int64(float64(acked-lastAcked)/secs)), group(int64(float64(counted-lastCounted)/secs)),
 				group(lag), seen, sent)
@@ -1225,6 +1136,9 @@ func (p *phase) snapshot(ctx context.Context) (snapshot, error) {
 	s := snapshot{at: time.Now()}
 	s.acked = p.load.Acked.Load() + p.markersAcked.Load()
 	s.counted, s.rejected = p.totals()
+	if p.archived != nil {
+		s.archived = p.archived()
+	}
 	s.benchCmds = p.benchCmds.Load()
 	s.procCPU = processCPU()
 	m, err := info(ctx, p.e.admin, "all")
@@ -1530,13 +1444,7 @@ func medianResult(runs []PipelineResult) PipelineResult {
 	if len(runs) == 1 {
 		return runs[0]
 	}
-	src := make([]reflect.Value, len(runs))
-	for i := range runs {
-		src[i] = reflect.ValueOf(&runs[i]).Elem()
-	}
-	out := reflect.New(reflect.TypeFor[PipelineResult]()).Elem()
-	medianInto(out, src)
-	res := out.Interface().(PipelineResult)
+	res := fieldMedian(runs)
 	res.Run = 0
 	return res
 }
@@ -1722,29 +1630,20 @@ func writePhaseTable(w io.Writer, res PipelineResult, readWindow string) {
 		fmt.Fprintf(w, "| %s | %s |\n", name, strings.Join(cells, " | "))
 	}
 	ratio := func(key string) string {
+		if key == "" {
+			return ""
+		}
 		if v, ok := res.Ratios[key]; ok {
 			return fmt.Sprintf("%.2f", v)
 		}
 		return "—"
 	}
 	row("offered rate", "", func(p PhaseResult) string { return rateString(p.OfferedRate) })
-	row("produced (acknowledged)", "", func(p PhaseResult) string {
-		s := group(int64(p.ProducedRate)) + " events/s"
-		if p.ProducerLimited {
-			s += " (**producer-limited**)"
-		}
-		return s
-	})
+	row("produced (acknowledged)", "", func(p PhaseResult) string { return producedCell(p.ProducedRate, p.ProducerLimited) })
 	row("**sustained ingest rate**", ratio("ingest_rate"), func(p PhaseResult) string {
 		return fmt.Sprintf("**%s events/s** (%s in %.0f s)", group(int64(p.IngestRate)), group(p.Counted), p.Seconds)
 	})
-	row("consumer lag bounded", "", func(p PhaseResult) string {
-		v := boundedString(p.Lag)
-		if p.Lag.Judged && !p.Lag.Bounded {
-			v = "**no**"
-		}
-		return fmt.Sprintf("%s (max %s; middle/last third max %s / %s; end %s)", v, group(p.Lag.Max), group(p.Lag.MaxMiddle), group(p.Lag.MaxLast), group(p.Lag.Final))
-	})
+	row("consumer lag bounded", "", func(p PhaseResult) string { return lagCell(p.Lag) })
 	fresh := func(q float64, get func(Latency) float64) func(PhaseResult) string {
 		return func(p PhaseResult) string {
 			if p.Freshness.N == 0 {
@@ -1783,26 +1682,70 @@ func writePhaseTable(w io.Writer, res PipelineResult, readWindow string) {
 	row("reads (empty, failed)", "", func(p PhaseResult) string {
 		return fmt.Sprintf("%s (%d, %d)", group(int64(p.Reads.N)), p.Reads.Empty, p.Reads.Errors)
 	})
-	row("Redis commands per event (total_commands_processed)", ratio("commands_per_event"), func(p PhaseResult) string {
-		return fmt.Sprintf("%.3f", p.Redis.CommandsPerEvent)
-	})
-	row("Redis calls per event (commandstats, incl. inside scripts)", ratio("calls_per_event"), func(p PhaseResult) string {
-		return fmt.Sprintf("%.3f", p.Redis.CallsPerEvent)
-	})
-	row("… by command", "", func(p PhaseResult) string { return byCommand(p.Redis.CallsPerEventBy, "%.3f") })
-	row("Redis time by command, µs/event (a script's includes its commands)", "", func(p PhaseResult) string {
-		return byCommand(p.Redis.MicrosPerEventBy, "%.2f")
-	})
-	row("Redis script calls (EVALSHA, the scheduler's included)", "", func(p PhaseResult) string { return group(p.Redis.ScriptCalls) })
-	row("Redis CPU (sys + user)", ratio("redis_cpu_seconds"), func(p PhaseResult) string {
-		return fmt.Sprintf("%.2f s (%.2f µs/event)", p.Redis.CPUSeconds, p.Redis.CPUMicrosPerEvent)
-	})
-	row("Redis used_memory at the end", ratio("redis_used_memory"), func(p PhaseResult) string { return mib(p.Redis.UsedMemory) })
-	row("process CPU (user + sys)", ratio("process_cpu_seconds"), func(p PhaseResult) string {
-		return fmt.Sprintf("%.2f s (%.2f µs/event)", p.Process.CPUSeconds, p.Process.CPUMicrosPerEvent)
-	})
-	row("process peak RSS", ratio("process_peak_rss"), func(p PhaseResult) string { return mib(p.Process.PeakRSS) })
+	for _, u := range usageRows(true) {
+		row(u.name, ratio(u.ratio), func(p PhaseResult) string { return u.cell(p.Redis, p.Process) })
+	}
 	fmt.Fprintln(w)
+}
+
+// Cells and rows of the median table that the pipeline and the activity
+// reports share, so that both say the same things the same way.
+
+func producedCell(rate float64, limited bool) string {
+	s := group(int64(rate)) + " events/s"
+	if limited {
+		s += " (**producer-limited**)"
+	}
+	return s
+}
+
+func lagCell(l LagResult) string {
+	v := boundedString(l)
+	if l.Judged && !l.Bounded {
+		v = "**no**"
+	}
+	return fmt.Sprintf("%s (max %s; middle/last third max %s / %s; end %s)", v, group(l.Max), group(l.MaxMiddle), group(l.MaxLast), group(l.Final))
+}
+
+// usageRow is a row about what Redis and this process spent; ratio is its
+// ratioMetrics name for the pipeline's "pipeline ÷ naive" column ("":
+// none).
+type usageRow struct {
+	name, ratio string
+	cell        func(RedisUsage, ProcessUsage) string
+}
+
+// usageRows are the last rows of the median table; scriptCalls adds the
+// pipeline's row of script calls (the activity path's scripts are all the
+// workers').
+func usageRows(scriptCalls bool) []usageRow {
+	rows := []usageRow{
+		{"Redis commands per event (total_commands_processed)", "commands_per_event", func(r RedisUsage, _ ProcessUsage) string {
+			return fmt.Sprintf("%.3f", r.CommandsPerEvent)
+		}},
+		{"Redis calls per event (commandstats, incl. inside scripts)", "calls_per_event", func(r RedisUsage, _ ProcessUsage) string {
+			return fmt.Sprintf("%.3f", r.CallsPerEvent)
+		}},
+		{"… by command", "", func(r RedisUsage, _ ProcessUsage) string { return byCommand(r.CallsPerEventBy, "%.3f") }},
+		{"Redis time by command, µs/event (a script's includes its commands)", "", func(r RedisUsage, _ ProcessUsage) string {
+			return byCommand(r.MicrosPerEventBy, "%.2f")
+		}},
+	}
+	if scriptCalls {
+		rows = append(rows, usageRow{"Redis script calls (EVALSHA, the scheduler's included)", "", func(r RedisUsage, _ ProcessUsage) string {
+			return group(r.ScriptCalls)
+		}})
+	}
+	return append(rows,
+		usageRow{"Redis CPU (sys + user)", "redis_cpu_seconds", func(r RedisUsage, _ ProcessUsage) string {
+			return fmt.Sprintf("%.2f s (%.2f µs/event)", r.CPUSeconds, r.CPUMicrosPerEvent)
+		}},
+		usageRow{"Redis used_memory at the end", "redis_used_memory", func(r RedisUsage, _ ProcessUsage) string { return mib(r.UsedMemory) }},
+		usageRow{"process CPU (user + sys)", "process_cpu_seconds", func(_ RedisUsage, p ProcessUsage) string {
+			return fmt.Sprintf("%.2f s (%.2f µs/event)", p.CPUSeconds, p.CPUMicrosPerEvent)
+		}},
+		usageRow{"process peak RSS", "process_peak_rss", func(_ RedisUsage, p ProcessUsage) string { return mib(p.PeakRSS) }},
+	)
 }
 
 // perEventLargest divides the n largest values of m by events and keeps

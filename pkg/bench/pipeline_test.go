@@ -16,12 +16,8 @@ import (
 // A tiny end-to-end run of both designs gives sane numbers and leaves
 // nothing behind. Only sanity bounds: the machine may be slow and busy.
 func TestPipelineTinyRun(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end benchmark run")
-	}
 	ctx := context.Background()
-	r := testenv.Redis(t)
-	k := testenv.Kafka(t, nil)
+	redisAddr, brokers := tinyRunServices(t)
 	var progress testenv.SyncBuffer
 	cfg := PipelineConfig{
 		Workload:      WorkloadChat,
@@ -37,8 +33,8 @@ func TestPipelineTinyRun(t *testing.T) {
 		QueryRate:     200,
 		MarkerGrace:   5 * time.Second,
 		Naive:         true,
-		RedisAddr:     r.Addr(),
-		Brokers:       k.ListenAddrs(),
+		RedisAddr:     redisAddr,
+		Brokers:       brokers,
 		Progress:      &progress,
 		ProgressEvery: 2 * time.Second,
 	}
@@ -88,11 +84,7 @@ func TestPipelineTinyRun(t *testing.T) {
 		t.Errorf("ratios %v", res.Ratios)
 	}
 
-	// Every phase deleted its keys and topics.
-	c := testenv.Client(t, r.Addr())
-	if n, err := c.Do(ctx, c.B().Dbsize().Build()).AsInt64(); err != nil || n != 0 {
-		t.Errorf("DBSIZE after the run = %d (%v), want 0", n, err)
-	}
+	checkNothingLeft(t, redisAddr) // every phase deleted its keys and topics
 
 	var md bytes.Buffer
 	rep.WriteMarkdown(&md)
@@ -108,6 +100,25 @@ func TestPipelineTinyRun(t *testing.T) {
 		t.Errorf("no progress line while measuring:\n%s", progress.String())
 	}
 	t.Logf("\n%s", md.String())
+}
+
+// tinyRunServices skips an end-to-end benchmark run in -short mode, or
+// starts the Redis and the broker it runs against.
+func tinyRunServices(t *testing.T) (redisAddr string, brokers []string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end benchmark run")
+	}
+	return testenv.Redis(t).Addr(), testenv.Kafka(t, nil).ListenAddrs()
+}
+
+// checkNothingLeft fails the test if a run left keys in Redis.
+func checkNothingLeft(t *testing.T, redisAddr string) {
+	t.Helper()
+	c := testenv.Client(t, redisAddr)
+	if n, err := c.Do(context.Background(), c.B().Dbsize().Build()).AsInt64(); err != nil || n != 0 {
+		t.Errorf("DBSIZE after the run = %d (%v), want 0", n, err)
+	}
 }
 
 func TestJudgeLag(t *testing.T) {
@@ -241,18 +252,14 @@ func TestPipelineReadWindow(t *testing.T) {
 // answered (a bad window parameter would make them 400s, counted as
 // errors); before the window's first pass over traffic they are empty.
 func TestPipelineTinyRunReadWindow(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end benchmark run")
-	}
-	r := testenv.Redis(t)
-	k := testenv.Kafka(t, nil)
+	redisAddr, brokers := tinyRunServices(t)
 	var progress testenv.SyncBuffer
 	cfg := PipelineConfig{
 		Workload: WorkloadChat, Workspaces: 20, Channels: 100, Rate: 1000,
 		Duration: 3 * time.Second, Warmup: time.Second, Partitions: 2, BatchAge: 200 * time.Millisecond,
 		Interval: 500 * time.Millisecond, QueryRate: 100, MarkerGrace: 3 * time.Second,
 		ReadVia: ReadTrending, ReadWindow: "24h",
-		RedisAddr: r.Addr(), Brokers: k.ListenAddrs(), Progress: &progress,
+		RedisAddr: redisAddr, Brokers: brokers, Progress: &progress,
 	}
 	res, err := RunPipeline(context.Background(), cfg, nil)
 	if err != nil {

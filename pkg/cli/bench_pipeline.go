@@ -2,8 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"runtime"
-	"strconv"
 	"strings"
 	"time"
 
@@ -11,7 +9,6 @@ import (
 
 	"github.com/topk-dev/topk/pkg/api"
 	"github.com/topk-dev/topk/pkg/bench"
-	"github.com/topk-dev/topk/pkg/ingest"
 	"github.com/topk-dev/topk/pkg/keys"
 )
 
@@ -22,12 +19,9 @@ func benchPipelineCommand(env *Env) *cli.Command {
 		&cli.IntFlag{Name: "channels", Usage: "scale the workload: channels per workspace (0: the workload's)"},
 		&cli.Uint64Flag{Name: "seed", Value: bench.DefaultPipelineSeed, Usage: "generator seed of the first run (run i uses seed+i-1; both designs of a run use the same)"},
 		&cli.Float64Flag{Name: "rate", Value: bench.DefaultPipelineRate, Usage: "offered events per second (0: as fast as possible, with a capped backlog)"},
-		&cli.DurationFlag{Name: "duration", Value: bench.DefaultPipelineDuration, Usage: "measured period of each run"},
-		&cli.DurationFlag{Name: "warmup", Value: bench.DefaultPipelineWarmup, Usage: "unmeasured start of each run"},
-		&cli.IntFlag{Name: "workers", Value: bench.DefaultPipelineWorkers, Usage: "ingest workers (one consumer group) in this process"},
-		&cli.IntFlag{Name: "partitions", Value: bench.DefaultPipelinePartitions, Usage: "partitions of the benchmark's topic"},
-		&cli.IntFlag{Name: "batch-events", Value: ingest.DefaultBatchEvents, Usage: "ingest: flush a batch once it holds this many records"},
-		&cli.DurationFlag{Name: "batch-age", Value: ingest.DefaultBatchAge, Usage: "ingest: flush a batch this long after its first record"},
+	}
+	flags = append(flags, benchRunFlags("ingest workers")...)
+	flags = append(flags,
 		&cli.DurationFlag{Name: "interval", Value: time.Second, Usage: "scheduler refresh interval"},
 		&cli.IntFlag{Name: "k", Value: DefaultK, Usage: "entries kept in each cached ranking"},
 		&cli.StringFlag{Name: "read-via", Value: bench.ReadRedis, Usage: "how the cached reads are made: redis (ZRANGE of a random workspace's top key), http (GET /v1/top of a random workspace) or http-trending (GET /trending), the HTTP ones through topk serve's handler on loopback"},
@@ -44,11 +38,8 @@ func benchPipelineCommand(env *Env) *cli.Command {
 		&cli.DurationFlag{Name: "search-duration", Value: 20 * time.Second, Usage: "measured period of each search step"},
 		&cli.DurationFlag{Name: "search-warmup", Value: 5 * time.Second, Usage: "warm-up of each search step"},
 		&cli.IntFlag{Name: "search-steps", Value: 10, Usage: "at most this many search steps per design"},
-		&cli.StringFlag{Name: "redis", Usage: "address of a single Redis server (empty: start a throwaway redis-server); keys go under a fresh prefix, deleted afterwards"},
-		&cli.StringFlag{Name: "brokers", Usage: "Kafka seed brokers, comma-separated (empty: start an in-process kfake broker); topics are created and deleted per run"},
-		&cli.BoolFlag{Name: "json", Usage: "print JSON for machines"},
-	}
-	flags = append(flags, logFlags("warn")...)
+	)
+	flags = append(flags, benchServiceFlags()...)
 	return &cli.Command{
 		Name:      "pipeline",
 		Usage:     "end-to-end benchmark: producer, ingest workers, scheduler and readers against Redis and a broker",
@@ -66,13 +57,6 @@ func benchPipelineCommand(env *Env) *cli.Command {
 		Flags:  flags,
 		Action: benchProgress(env, benchPipeline),
 	}
-}
-
-// benchPipelineJSON is the --json output.
-type benchPipelineJSON struct {
-	Command string                `json:"command"`
-	Machine benchMachine          `json:"machine"`
-	Report  *bench.PipelineReport `json:"report"`
 }
 
 func benchPipeline(c *cli.Context, env *Env) error {
@@ -94,7 +78,7 @@ func benchPipeline(c *cli.Context, env *Env) error {
 		BatchEvents: c.Int("batch-events"),
 		Interval:    c.Duration("interval"),
 		K:           c.Int("k"),
-		QueryRate:   c.Float64("query-rate"),
+		QueryRate:   benchQueryRate(c),
 		ReadVia:     c.String("read-via"),
 		ReadWindow:  c.String("read-window"),
 		ReadCache:   c.Duration("read-cache"),
@@ -104,9 +88,6 @@ func benchPipeline(c *cli.Context, env *Env) error {
 		RedisAddr:   c.String("redis"),
 		Brokers:     splitList(c.String("brokers")),
 		Progress:    env.Err,
-	}
-	if cfg.QueryRate == 0 {
-		cfg.QueryRate = -1 // the flag's 0 means no reads
 	}
 	if c.Int("workspaces") < 0 || c.Int("channels") < 0 || c.Int("runs") < 1 || c.Int("naive-chunk") < 1 || c.Float64("query-rate") < 0 {
 		return cli.Exit("--workspaces and --channels must be >= 0, --runs and --naive-chunk >= 1, --query-rate >= 0", exitUsage)
@@ -132,16 +113,8 @@ func benchPipeline(c *cli.Context, env *Env) error {
 	if err != nil {
 		return cli.Exit(err.Error(), 1)
 	}
-	machine := benchMachine{CPUs: runtime.NumCPU(), CPUModel: cpuModel(), GoVersion: runtime.Version(),
-		OS: runtime.GOOS + "/" + runtime.GOARCH, RedisVersion: rep.RedisVersion, Redis: rep.Redis}
-	if c.Bool("json") {
-		return writeJSON(env, benchPipelineJSON{Command: command, Machine: machine, Report: rep})
-	}
-	fmt.Fprintf(env.Out, "## topk bench pipeline\n\nCommand: `%s`\n\n", command)
-	fmt.Fprintf(env.Out, "Machine: %s, %d CPUs%s, GOMAXPROCS %d, Go %s, Redis %s (%s), broker %s.\n\n",
-		machine.OS, machine.CPUs, parens(machine.CPUModel), runtime.GOMAXPROCS(0), machine.GoVersion, machine.RedisVersion, machine.Redis, rep.Brokers)
-	rep.WriteMarkdown(env.Out)
-	return nil
+	return benchRun{title: "topk bench pipeline", command: command, report: rep,
+		redisVersion: rep.RedisVersion, redis: rep.Redis, brokers: rep.Brokers}.print(c, env)
 }
 
 // benchPipelineCommandLine spells out the run's settings as a command that
@@ -152,46 +125,21 @@ func benchPipelineCommandLine(c *cli.Context) string {
 	}
 	for _, name := range []string{"workspaces", "channels"} {
 		if c.Int(name) != 0 {
-			parts = append(parts, "--"+name+" "+strconv.Itoa(c.Int(name)))
+			parts = append(parts, benchFlagWords(c, name)...)
 		}
 	}
-	parts = append(parts,
-		"--rate "+strconv.FormatFloat(c.Float64("rate"), 'f', -1, 64),
-		"--duration "+c.Duration("duration").String(),
-		"--warmup "+c.Duration("warmup").String(),
-		"--workers "+strconv.Itoa(c.Int("workers")),
-		"--partitions "+strconv.Itoa(c.Int("partitions")),
-		"--batch-events "+strconv.Itoa(c.Int("batch-events")),
-		"--batch-age "+c.Duration("batch-age").String(),
-		"--interval "+c.Duration("interval").String(),
-		"--k "+strconv.Itoa(c.Int("k")),
-		"--query-rate "+strconv.FormatFloat(c.Float64("query-rate"), 'f', -1, 64),
-		"--read-via "+c.String("read-via"),
-		"--read-window "+c.String("read-window"),
-		"--read-cache "+c.Duration("read-cache").String(),
-		"--marker-every "+c.Duration("marker-every").String(),
-		"--seed "+strconv.FormatUint(c.Uint64("seed"), 10),
-		"--runs "+strconv.Itoa(c.Int("runs")),
-	)
+	parts = append(parts, benchFlagWords(c, "rate", "duration", "warmup", "workers", "partitions", "batch-events", "batch-age",
+		"interval", "k", "query-rate", "read-via", "read-window", "read-cache", "marker-every", "seed", "runs")...)
 	if c.Bool("naive") {
-		parts = append(parts, "--naive", "--naive-chunk "+strconv.Itoa(c.Int("naive-chunk")))
+		parts = append(parts, "--naive")
+		parts = append(parts, benchFlagWords(c, "naive-chunk")...)
 	}
 	if c.Bool("search") {
 		parts = append(parts, "--search")
 		if c.Float64("search-start") > 0 {
-			parts = append(parts, "--search-start "+strconv.FormatFloat(c.Float64("search-start"), 'f', -1, 64))
+			parts = append(parts, benchFlagWords(c, "search-start")...)
 		}
-		parts = append(parts,
-			"--search-factor "+strconv.FormatFloat(c.Float64("search-factor"), 'f', -1, 64),
-			"--search-duration "+c.Duration("search-duration").String(),
-			"--search-warmup "+c.Duration("search-warmup").String(),
-			"--search-steps "+strconv.Itoa(c.Int("search-steps")))
+		parts = append(parts, benchFlagWords(c, "search-factor", "search-duration", "search-warmup", "search-steps")...)
 	}
-	if s := c.String("redis"); s != "" {
-		parts = append(parts, "--redis "+s)
-	}
-	if s := c.String("brokers"); s != "" {
-		parts = append(parts, "--brokers "+s)
-	}
-	return strings.Join(parts, " ")
+	return strings.Join(append(parts, benchServiceWords(c)...), " ")
 }
