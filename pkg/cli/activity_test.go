@@ -25,8 +25,13 @@ func TestActivityCommands(t *testing.T) {
 	pg := testenv.Postgres(t)
 	brokers := strings.Join(k.ListenAddrs(), ",")
 	mustRun(t, "activity", "produce", "--brokers", brokers, "--count", "3000", "--activity-rate", "0", "--activity-users", "50")
+	// One command at a time until each has started: urfave/cli's global help
+	// flag is written while a command parses its flags, so two parsing at
+	// once race (waitStarted orders them).
 	ingest := startCLI(t, "activity", "ingest", "--brokers", brokers, "--redis", r.Addr(), "--batch-age", "100ms")
+	waitStarted(t, ingest, "ingest worker started")
 	archive := startCLI(t, "activity", "archive", "--brokers", brokers, "--postgres", pg, "--batch-age", "100ms")
+	waitStarted(t, archive, "ingest worker started")
 
 	// Wait for the counters and the raw store to agree on user-1.
 	var counted, listed int
