@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -124,101 +123,6 @@ func readTop(t *testing.T, st *store.Store, ws, win string) store.Result {
 	return res
 }
 
-// snapshot describes every key of the database: its type, its whole
-// content (sorted, so that two snapshots compare as strings) and its
-// expiry in milliseconds.
-func snapshot(t *testing.T, c rueidis.Client) map[string]string {
-	t.Helper()
-	ctx := context.Background()
-	out := map[string]string{}
-	var cursor uint64
-	for {
-		e, err := c.Do(ctx, c.B().Scan().Cursor(cursor).Count(1000).Build()).AsScanEntry()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmds := make(rueidis.Commands, 0, 2*len(e.Elements))
-		for _, key := range e.Elements {
-			cmds = append(cmds, c.B().Type().Key(key).Build(), c.B().Pexpiretime().Key(key).Build())
-		}
-		meta := c.DoMulti(ctx, cmds...)
-		cmds = cmds[:0]
-		types := make([]string, len(e.Elements))
-		for i, key := range e.Elements {
-			typ, err := meta[2*i].ToString()
-			if err != nil {
-				t.Fatal(err)
-			}
-			types[i] = typ
-			switch typ {
-			case "string":
-				cmds = append(cmds, c.B().Get().Key(key).Build())
-			case "hash":
-				cmds = append(cmds, c.B().Hgetall().Key(key).Build())
-			case "set":
-				cmds = append(cmds, c.B().Smembers().Key(key).Build())
-			case "zset":
-				cmds = append(cmds, c.B().Zrange().Key(key).Min("0").Max("-1").Withscores().Build())
-			default:
-				t.Fatalf("key %q has unexpected type %s", key, typ)
-			}
-		}
-		contents := c.DoMulti(ctx, cmds...)
-		for i, key := range e.Elements {
-			var content string
-			r := contents[i]
-			switch types[i] {
-			case "string":
-				content, err = r.ToString()
-			case "hash":
-				var m map[string]string
-				m, err = r.AsStrMap()
-				content = fmt.Sprint(m) // fmt sorts map keys
-			case "set":
-				var ms []string
-				ms, err = r.AsStrSlice()
-				slices.Sort(ms)
-				content = fmt.Sprint(ms)
-			case "zset":
-				var zs []rueidis.ZScore
-				zs, err = r.AsZScores()
-				content = fmt.Sprint(zs)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			exp, err := meta[2*i+1].AsInt64()
-			if err != nil {
-				t.Fatal(err)
-			}
-			out[key] = fmt.Sprintf("%s %s expires %d", types[i], content, exp)
-		}
-		cursor = e.Cursor
-		if cursor == 0 {
-			return out
-		}
-	}
-}
-
-// diffSnapshots lists the keys that differ between two snapshots.
-func diffSnapshots(before, after map[string]string) []string {
-	var diffs []string
-	for k, v := range before {
-		if w, ok := after[k]; !ok {
-			diffs = append(diffs, fmt.Sprintf("%q vanished (was %s)", k, v))
-		} else if w != v {
-			diffs = append(diffs, fmt.Sprintf("%q\n  was %s\n  now %s", k, v, w))
-		}
-	}
-	for k, w := range after {
-		if _, ok := before[k]; !ok {
-			diffs = append(diffs, fmt.Sprintf("%q appeared: %s", k, w))
-		}
-	}
-	slices.Sort(diffs)
-	return diffs
-}
-
 // zipfChannel picks a channel of skewed popularity among n.
 func zipfChannel(rng *rand.Rand, n int) string {
 	return fmt.Sprintf("c%02d", rng.IntN(1+rng.IntN(n)))
@@ -257,7 +161,7 @@ func TestRollupIsIdempotent(t *testing.T) {
 	if n := rollup(t, st, workspaces, closed); n < 4*len(workspaces) {
 		t.Fatalf("the first rollup closed %d workspace hours, want at least %d", n, 4*len(workspaces))
 	}
-	before := snapshot(t, c)
+	before := testenv.Snapshot(t, c)
 	wk := keys.New("").Workspace("w1")
 	for _, key := range []string{wk.Hour(window.HourOf(first)), keys.Cut(wk.Hour(window.HourOf(first))),
 		wk.Day(day), keys.Cut(wk.Day(day)), wk.All(), wk.AllErr(), wk.Roll()} {
@@ -269,7 +173,7 @@ func TestRollupIsIdempotent(t *testing.T) {
 		if n := rollup(t, st, workspaces, again); n != 0 {
 			t.Errorf("rollup again to minute %+d closed %d hours, want 0", again-closed, n)
 		}
-		if diffs := diffSnapshots(before, snapshot(t, c)); len(diffs) > 0 {
+		if diffs := testenv.DiffSnapshots(before, testenv.Snapshot(t, c)); len(diffs) > 0 {
 			t.Fatalf("rollup again to minute %+d changed %d keys:\n%s", again-closed, len(diffs), strings.Join(diffs, "\n"))
 		}
 	}
@@ -282,7 +186,7 @@ func TestRollupIsIdempotent(t *testing.T) {
 			rollup(t, stepped, workspaces, m-int64(rng.IntN(90)))
 		}
 	}
-	if diffs := diffSnapshots(before, snapshot(t, c2)); len(diffs) > 0 {
+	if diffs := testenv.DiffSnapshots(before, testenv.Snapshot(t, c2)); len(diffs) > 0 {
 		t.Fatalf("rolling up minute by minute differs from one rollup in %d keys:\n%s", len(diffs), strings.Join(diffs, "\n"))
 	}
 

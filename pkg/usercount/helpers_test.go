@@ -1,9 +1,6 @@
 package usercount
 
 import (
-	"context"
-	"fmt"
-	"slices"
 	"testing"
 	"time"
 
@@ -75,70 +72,3 @@ func (tr truth) count(user, typ string, from, to int64) int64 {
 
 // minuteTime is the start of unix minute m.
 func minuteTime(m int64) time.Time { return time.Unix(m*60, 0) }
-
-// snapshot returns every key with its type, content and expiry, to compare
-// the whole keyspace before and after an operation.
-func snapshot(t *testing.T, c rueidis.Client) map[string]string {
-	t.Helper()
-	ctx := context.Background()
-	out := map[string]string{}
-	var cursor uint64
-	for {
-		e, err := c.Do(ctx, c.B().Scan().Cursor(cursor).Count(1000).Build()).AsScanEntry()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, key := range e.Elements {
-			typ, err := c.Do(ctx, c.B().Type().Key(key).Build()).ToString()
-			if err != nil {
-				t.Fatal(err)
-			}
-			exp, err := c.Do(ctx, c.B().Pexpiretime().Key(key).Build()).AsInt64()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var content string
-			switch typ {
-			case "hash":
-				m, err := c.Do(ctx, c.B().Hgetall().Key(key).Build()).AsStrMap()
-				if err != nil {
-					t.Fatal(err)
-				}
-				content = fmt.Sprint(m) // fmt sorts map keys
-			case "set":
-				ms, err := c.Do(ctx, c.B().Smembers().Key(key).Build()).AsStrSlice()
-				if err != nil {
-					t.Fatal(err)
-				}
-				slices.Sort(ms)
-				content = fmt.Sprint(ms)
-			default:
-				t.Fatalf("key %q has unexpected type %s", key, typ)
-			}
-			out[key] = fmt.Sprintf("%s %s expires %d", typ, content, exp)
-		}
-		cursor = e.Cursor
-		if cursor == 0 {
-			return out
-		}
-	}
-}
-
-// diffSnapshots lists the keys that differ between two snapshots.
-func diffSnapshots(before, after map[string]string) []string {
-	var diffs []string
-	for k, v := range before {
-		if w, ok := after[k]; !ok {
-			diffs = append(diffs, fmt.Sprintf("%q vanished (was %s)", k, v))
-		} else if w != v {
-			diffs = append(diffs, fmt.Sprintf("%q\n  was %s\n  now %s", k, v, w))
-		}
-	}
-	for k, w := range after {
-		if _, ok := before[k]; !ok {
-			diffs = append(diffs, fmt.Sprintf("%q appeared: %s", k, w))
-		}
-	}
-	slices.Sort(diffs)
-	return diffs
-}

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"testing"
 	"time"
+
+	"github.com/topk-dev/topk/pkg/internal/testenv"
 )
 
 // record is one simulated Kafka record of the activity topic.
@@ -220,7 +222,7 @@ func TestRollupIdempotent(t *testing.T) {
 	if _, err := s.Rollup(ctx, m0/60+3); err != nil {
 		t.Fatal(err)
 	}
-	first := snapshot(t, c)
+	first := testenv.Snapshot(t, c)
 	// Again, with the work lists as the batches left them: the scripts run
 	// for every user and must find nothing to do.
 	for h := m0 / 60; h < m0/60+4; h++ {
@@ -235,7 +237,7 @@ func TestRollupIdempotent(t *testing.T) {
 	if n != 0 {
 		t.Errorf("second Rollup folded %d user-hours, want 0", n)
 	}
-	if diffs := diffSnapshots(first, snapshot(t, c)); len(diffs) > 0 {
+	if diffs := testenv.DiffSnapshots(first, testenv.Snapshot(t, c)); len(diffs) > 0 {
 		t.Errorf("a second rollup changed %d keys:\n%v", len(diffs), diffs)
 	}
 }
