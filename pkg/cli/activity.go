@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/urfave/cli/v2"
 	"github.com/urfave/cli/v2/altsrc"
 
@@ -16,7 +15,6 @@ import (
 	"github.com/topk-dev/topk/pkg/events"
 	"github.com/topk-dev/topk/pkg/geo"
 	"github.com/topk-dev/topk/pkg/ingest"
-	"github.com/topk-dev/topk/pkg/kafka"
 	"github.com/topk-dev/topk/pkg/loadgen"
 	"github.com/topk-dev/topk/pkg/rawstore"
 	"github.com/topk-dev/topk/pkg/store"
@@ -443,21 +441,9 @@ func activityProduceCommand(env *Env) *cli.Command {
 			if err != nil {
 				return err
 			}
-			cl, err := kafka.NewClient(kafkaConfig(c), kgo.ProducerLinger(5*time.Millisecond))
-			if err != nil {
-				return cli.Exit(err.Error(), exitUsage)
-			}
-			defer cl.Close()
-			topic := c.String("activity-topic")
-			if err := kafka.EnsureTopics(c.Context, cl, int32(c.Int("partitions")), topic); err != nil {
-				return cli.Exit(err.Error(), 1)
-			}
-			st, err := produce(c.Context, bar, "activity produce", cl, topic, gen, loadgen.ProduceOptions{Rate: c.Float64("activity-rate"), Count: c.Int64("count"), Duration: c.Duration("duration")})
-			fmt.Fprintf(env.Out, "produced %d activity events (%d acknowledged) in %s\n", st.Sent, st.Acked, st.Elapsed.Round(time.Millisecond))
-			if err != nil {
-				return cli.Exit(err.Error(), 1)
-			}
-			return nil
+			return produceCommandRun(c, bar, "activity produce", c.String("activity-topic"), gen, c.Float64("activity-rate"), func(st loadgen.Stats) {
+				fmt.Fprintf(env.Out, "produced %d activity events (%d acknowledged) in %s\n", st.Sent, st.Acked, st.Elapsed.Round(time.Millisecond))
+			})
 		},
 	})
 }

@@ -72,26 +72,35 @@ func produceCommand(env *Env) *cli.Command {
 			if err != nil {
 				return err
 			}
-			cl, err := kafka.NewClient(kafkaConfig(c), kgo.ProducerLinger(5*time.Millisecond))
-			if err != nil {
-				return cli.Exit(err.Error(), exitUsage)
-			}
-			defer cl.Close()
-			if err := kafka.EnsureTopics(c.Context, cl, int32(c.Int("partitions")), c.String("topic")); err != nil {
-				return cli.Exit(err.Error(), 1)
-			}
 			log.Debug("producing", "topic", c.String("topic"), "rate", c.Float64("rate"))
-			stats, err := produce(c.Context, bar, "produce", cl, c.String("topic"), gen, loadgen.ProduceOptions{
-				Rate: c.Float64("rate"), Duration: c.Duration("duration"), Count: c.Int64("count"),
+			return produceCommandRun(c, bar, "produce", c.String("topic"), gen, c.Float64("rate"), func(st loadgen.Stats) {
+				fmt.Fprintf(env.Out, "produced %d events (%d acknowledged, %d failed) in %s\n",
+					st.Sent, st.Acked, st.Failed, st.Elapsed.Round(time.Millisecond))
 			})
-			fmt.Fprintf(env.Out, "produced %d events (%d acknowledged, %d failed) in %s\n",
-				stats.Sent, stats.Acked, stats.Failed, stats.Elapsed.Round(time.Millisecond))
-			if err != nil {
-				return cli.Exit(err.Error(), 1)
-			}
-			return nil
 		},
 	})
+}
+
+// produceCommandRun is the body of `produce` and `activity produce`: make
+// sure the topic exists, produce gen's events to it at rate for the
+// command's --duration and --count, and report what was produced.
+func produceCommandRun(c *cli.Context, bar *progress.Bar, label, topic string, gen loadgen.Source, rate float64, report func(loadgen.Stats)) error {
+	cl, err := kafka.NewClient(kafkaConfig(c), kgo.ProducerLinger(5*time.Millisecond))
+	if err != nil {
+		return cli.Exit(err.Error(), exitUsage)
+	}
+	defer cl.Close()
+	if err := kafka.EnsureTopics(c.Context, cl, int32(c.Int("partitions")), topic); err != nil {
+		return cli.Exit(err.Error(), 1)
+	}
+	stats, err := produce(c.Context, bar, label, cl, topic, gen, loadgen.ProduceOptions{
+		Rate: rate, Duration: c.Duration("duration"), Count: c.Int64("count"),
+	})
+	report(stats)
+	if err != nil {
+		return cli.Exit(err.Error(), 1)
+	}
+	return nil
 }
 
 // progressBar returns a status line on env.Err (redrawn in place when it is
