@@ -57,14 +57,20 @@ local function minutes(a, b)
   sum(base .. 'm:' .. hour, fields)
 end
 
--- minute_span sums minutes [a, b), hour by hour.
-local function minute_span(a, b)
-  while a < b do
-    local e = math.min(b, (math.floor(a / 60) + 1) * 60)
-    minutes(a, e)
-    a = e
+-- split returns a function that sums [a, b) piece by piece: fn on each
+-- part of it within one unit (an hour of minutes, a day of hours).
+local function split(unit, fn)
+  return function(a, b)
+    while a < b do
+      local e = math.min(b, (math.floor(a / unit) + 1) * unit)
+      fn(a, e)
+      a = e
+    end
   end
 end
+
+-- minute_span sums minutes [a, b), hour by hour.
+local minute_span = split(60, minutes)
 
 -- hours sums whole hours [a, b) of one day.
 local function hours(a, b)
@@ -81,13 +87,7 @@ local function hours(a, b)
 end
 
 -- hour_span sums whole hours [a, b), day by day.
-local function hour_span(a, b)
-  while a < b do
-    local e = math.min(b, (math.floor(a / 24) + 1) * 24)
-    hours(a, e)
-    a = e
-  end
-end
+local hour_span = split(24, hours)
 
 -- days sums whole days [a, b).
 local function days(a, b)
