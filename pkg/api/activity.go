@@ -221,7 +221,7 @@ func (a *Activity) count(w http.ResponseWriter, req *http.Request) {
 	}
 	q := req.URL.Query()
 	user, typ := req.PathValue("id"), q.Get("type")
-	if !checkUserAndType(w, user, typ) {
+	if !checkUser(w, user) || !checkType(w, typ) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(req.Context(), ReadTimeout)
@@ -301,7 +301,7 @@ func (a *Activity) list(w http.ResponseWriter, req *http.Request) {
 	}
 	q := req.URL.Query()
 	user := req.PathValue("id")
-	if !checkUserAndType(w, user, "") {
+	if !checkUser(w, user) {
 		return
 	}
 	from, to, ok := timeRange(w, q.Get("from"), q.Get("to"))
@@ -347,7 +347,7 @@ func (a *Activity) delete(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	user := req.PathValue("id")
-	if !checkUserAndType(w, user, "") {
+	if !checkUser(w, user) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(req.Context(), 2*ReadTimeout)
@@ -386,7 +386,7 @@ func (a *Activity) geo(w http.ResponseWriter, req *http.Request) {
 	}
 	q := req.URL.Query()
 	typ := q.Get("type")
-	if typ != "" && !checkUserAndType(w, "-", typ) {
+	if !checkType(w, typ) {
 		return
 	}
 	from, to, ok := timeRange(w, q.Get("from"), q.Get("to"))
@@ -447,17 +447,23 @@ func (a *Activity) backendError(w http.ResponseWriter, err error, backend string
 	writeError(w, http.StatusServiceUnavailable, "cannot reach "+backend)
 }
 
-// checkUserAndType answers 400 for a bad user id or type ("" type: all).
-func checkUserAndType(w http.ResponseWriter, user, typ string) bool {
+// checkUser answers 400 for a bad user id.
+func checkUser(w http.ResponseWriter, user string) bool {
 	if user == "" || len(user) > activity.MaxUserIDBytes {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("user id must be 1 to %d bytes", activity.MaxUserIDBytes))
 		return false
 	}
-	if typ != "" {
-		if err := activity.CheckType(typ); err != nil {
-			writeError(w, http.StatusBadRequest, err.Error())
-			return false
-		}
+	return true
+}
+
+// checkType answers 400 for a bad event type ("": all types, fine).
+func checkType(w http.ResponseWriter, typ string) bool {
+	if typ == "" {
+		return true
+	}
+	if err := activity.CheckType(typ); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return false
 	}
 	return true
 }
