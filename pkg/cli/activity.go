@@ -54,8 +54,8 @@ func activityStoreFlags() []cli.Flag {
 	return []cli.Flag{
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "user-minute-retention", EnvVars: []string{"TOPK_USER_MINUTE_RETENTION"}, Value: usercount.DefaultMinuteRetention, Usage: "how long a user's minute counters live after their hour"}),
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "user-rollup-retention", EnvVars: []string{"TOPK_USER_ROLLUP_RETENTION"}, Value: usercount.DefaultRollupRetention, Usage: "how long a user's hour and day rollups live"}),
-		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "geo-retention", EnvVars: []string{"TOPK_GEO_RETENTION"}, Value: 400 * 24 * time.Hour, Usage: "how long geo cell counters live after their hour"}),
-		altsrc.NewIntFlag(&cli.IntFlag{Name: "geo-precision", EnvVars: []string{"TOPK_GEO_PRECISION"}, Value: 6, Usage: "geohash precision of the geo cells (1 to 6)"}),
+		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "geo-retention", EnvVars: []string{"TOPK_GEO_RETENTION"}, Value: geo.DefaultRetention, Usage: "how long geo cell counters live after their hour"}),
+		altsrc.NewIntFlag(&cli.IntFlag{Name: "geo-precision", EnvVars: []string{"TOPK_GEO_PRECISION"}, Value: geo.DefaultPrecision, Usage: "geohash precision of the geo cells (1 to 6)"}),
 	}
 }
 
