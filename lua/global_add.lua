@@ -3,18 +3,36 @@
 -- Space-Saving summaries (Metwally et al., ICDT 2005), the bounded summary
 -- behind the global (cross-workspace) ranking when RedisBloom is absent.
 --
--- KEYS     three per minute, in order, all of one shard (one hash slot):
+-- The call is a sequence of groups, one per source partition of the flush
+-- (every key is the one shard's, so the call is in one hash slot).
+-- KEYS[1]  <prefix>:{g:<shard>}:fence        hash, source -> the last offset
+--                                            whose counts the shard applied
+-- KEYS     then, per group, three per minute, in order:
 --            <prefix>:{g:<shard>}:ss:<minute>   sorted set, item -> count
 --            <prefix>:{g:<shard>}:sse:<minute>  sorted set, item -> error
 --            <prefix>:{g:<shard>}:n:<minute>    string, events counted; it grows
 --                                               with every change of the minute's
 --                                               summary, so readers use it as a version
 -- ARGV[1]  m, the capacity of every summary
--- ARGV     then for each minute, in KEYS order:
+-- ARGV     then per group: source, first, last, b (its minutes), then per
+--          minute, in KEYS order:
 --            expire_at   unix seconds at which the three keys expire
 --            n           number of (item, weight) pairs that follow
 --            item_1, weight_1, ..., item_n, weight_n
--- Reply    integer: the number of evictions.
+--          source is "<topic>/<partition>", or "" for counts with no source
+--          (then no fence applies); first and last are the offsets of the
+--          group's first and last record.
+-- Reply    array: evictions, events skipped as already applied, then for
+--          each group that straddles its fence: the group's number in the
+--          call (from 1) and the fence.
+--
+-- Exactly once, as ingest.lua does for the workspaces: a group applies only
+-- if the shard's fence for its source is below `first`, and moves it to
+-- `last` in the same atomic step; a group at or below its fence is skipped
+-- (a replay, a rebuild, a retry whose reply was lost); one that straddles
+-- it changes nothing and is reported, and the caller sends the records
+-- after the fence as a new group. So a count minus its error never exceeds
+-- the true count, however often the records are read.
 --
 -- Each minute's pairs are one batch of distinct items, merged at once
 -- (a Space-Saving merge, as in Agarwal et al., "Mergeable Summaries", 2012):
@@ -28,14 +46,44 @@
 --
 -- The "#!lua" line (Redis 7 script flags, none set) makes Redis refuse the
 -- script up front when it is out of memory, instead of failing it halfway.
-local m = tonumber(ARGV[1])
-local a = 2
-local evictions = 0
-for k = 1, #KEYS, 3 do
-  local ss, sse, total = KEYS[k], KEYS[k + 1], KEYS[k + 2]
-  local expire_at = ARGV[a]
-  local n = tonumber(ARGV[a + 1])
-  a = a + 2
+
+-- Lua's stack holds about 8000 values, so bulk commands go in chunks.
+local chunk = 4000
+
+-- bulk calls cmd on key with list[1..#list] in chunks of at most `chunk`
+-- values (an even number, so pairs stay together), and returns the replies
+-- concatenated when they are arrays.
+local function bulk(cmd, key, list)
+  local out = {}
+  for i = 1, #list, chunk do
+    local r = redis.call(cmd, key, unpack(list, i, math.min(i + chunk - 1, #list)))
+    if type(r) == 'table' then
+      for _, v in ipairs(r) do
+        out[#out + 1] = v
+      end
+    end
+  end
+  return out
+end
+
+-- skip_group returns the ARGV index after the group's b minutes that start
+-- at a, and the sum of their weights.
+local function skip_group(a, b)
+  local events = 0
+  for _ = 1, b do
+    local n = tonumber(ARGV[a + 1])
+    a = a + 2
+    for _ = 1, n do
+      events = events + tonumber(ARGV[a + 1])
+      a = a + 2
+    end
+  end
+  return a, events
+end
+
+-- merge merges the n pairs at ARGV[a] into one minute's summary and returns
+-- the ARGV index after them and the number of evictions.
+local function merge(m, ss, sse, total, expire_at, n, a)
   local min = 0
   if redis.call('ZCARD', ss) >= m then
     min = tonumber(redis.call('ZRANGE', ss, 0, 0, 'WITHSCORES')[2])
@@ -48,7 +96,7 @@ for k = 1, #KEYS, 3 do
   end
   local enter, errs = {}, {}
   if n > 0 then
-    local present = redis.call('ZMSCORE', ss, unpack(items))
+    local present = bulk('ZMSCORE', ss, items)
     for j = 1, n do
       if present[j] then
         redis.call('ZINCRBY', ss, weights[j], items[j])
@@ -62,12 +110,9 @@ for k = 1, #KEYS, 3 do
       end
     end
   end
-  if #enter > 0 then
-    redis.call('ZADD', ss, unpack(enter))
-  end
-  if #errs > 0 then
-    redis.call('ZADD', sse, unpack(errs))
-  end
+  bulk('ZADD', ss, enter)
+  bulk('ZADD', sse, errs)
+  local evictions = 0
   local over = redis.call('ZCARD', ss) - m
   if over > 0 then
     local popped = redis.call('ZPOPMIN', ss, over)
@@ -75,12 +120,55 @@ for k = 1, #KEYS, 3 do
     for j = 1, #popped, 2 do
       gone[#gone + 1] = popped[j]
     end
-    redis.call('ZREM', sse, unpack(gone))
-    evictions = evictions + over
+    bulk('ZREM', sse, gone)
+    evictions = over
   end
   redis.call('INCRBY', total, added)
   redis.call('EXPIREAT', ss, expire_at)
   redis.call('EXPIREAT', sse, expire_at)
   redis.call('EXPIREAT', total, expire_at)
+  return a, evictions
 end
-return evictions
+
+local fence = KEYS[1]
+local m = tonumber(ARGV[1])
+local k, a, group = 2, 2, 0
+local evictions, skipped, overlaps = 0, 0, {}
+while k <= #KEYS do
+  group = group + 1
+  local source, first, last, b = ARGV[a], tonumber(ARGV[a + 1]), ARGV[a + 2], tonumber(ARGV[a + 3])
+  a = a + 4
+  local fenced = source ~= '' and tonumber(redis.call('HGET', fence, source))
+  if fenced and fenced >= first then
+    local events
+    a, events = skip_group(a, b)
+    if fenced >= tonumber(last) then
+      skipped = skipped + events
+    else
+      overlaps[#overlaps + 1] = group
+      overlaps[#overlaps + 1] = fenced
+    end
+  else
+    local latest = 0
+    for i = 0, b - 1 do
+      local expire_at, n = ARGV[a], tonumber(ARGV[a + 1])
+      local e
+      a, e = merge(m, KEYS[k + 3 * i], KEYS[k + 3 * i + 1], KEYS[k + 3 * i + 2], expire_at, n, a + 2)
+      evictions = evictions + e
+      latest = math.max(latest, tonumber(expire_at))
+    end
+    if source ~= '' then
+      -- The fence outlives the summaries it speaks for: once they expired,
+      -- a replay of those records is too old to count anyway.
+      redis.call('HSET', fence, source, last)
+      redis.call('EXPIREAT', fence, latest, 'NX')
+      redis.call('EXPIREAT', fence, latest, 'GT')
+    end
+  end
+  k = k + 3 * b
+end
+local reply = { evictions, skipped }
+for _, v in ipairs(overlaps) do
+  reply[#reply + 1] = v
+end
+return reply

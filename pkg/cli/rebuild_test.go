@@ -17,6 +17,7 @@ import (
 	"github.com/topk-dev/topk/pkg/events"
 	"github.com/topk-dev/topk/pkg/internal/testenv"
 	"github.com/topk-dev/topk/pkg/kafka"
+	"github.com/topk-dev/topk/pkg/keys"
 )
 
 // redisSnapshot reads every key under topk: as text, leaving out what
@@ -71,10 +72,13 @@ func redisSnapshot(t *testing.T, c rueidis.Client) map[string]string {
 var rollupKey = regexp.MustCompile(`:(h|d)e?m?:\d+(:cut)?$|:(a|ae|am):0$|:all(:err)?$|:roll$|:fold$`)
 
 // TestRebuildRestoresEverything: after a stream spread over the last 50
-// minutes is counted and ranked, Redis restarts empty; `topk rebuild`
-// replays the topic and every key (buckets, running sums, fences, index,
-// cached rankings of every window, global summaries and rankings) is back
-// with the same content. A second rebuild on top of it changes nothing.
+// minutes is counted and ranked, two runs of `topk rebuild` on the Redis
+// that has it all change nothing, the global view included (its summaries
+// are fenced too), and the global top 100 equals the exact counts with
+// zero error. Then Redis restarts empty; `topk rebuild` replays the topic
+// and every key (buckets, running sums, fences, index, cached rankings of
+// every window, global summaries and rankings) is back with the same
+// content, and a second rebuild on top of it changes nothing.
 func TestRebuildRestoresEverything(t *testing.T) {
 	const topic = "topk.events"
 	r := testenv.Redis(t)
@@ -92,11 +96,14 @@ func TestRebuildRestoresEverything(t *testing.T) {
 	now := time.Now()
 	var recs []*kgo.Record
 	const n = 5000
+	truth := map[string]int64{} // global item -> events
 	for i := range n {
 		ws := []string{"acme", "a}b", "50%", "w4", "w5"}[rng.IntN(5)]
 		ts := now.Add(-time.Duration(rng.IntN(50*60)) * time.Second)
+		ch := fmt.Sprintf("c-%d", rng.IntN(40))
+		truth[keys.GlobalItem(ws, ch)]++
 		v, err := json.Marshal(events.Event{
-			EventID: fmt.Sprintf("e-%d", i), WorkspaceID: ws, ChannelID: fmt.Sprintf("c-%d", rng.IntN(40)),
+			EventID: fmt.Sprintf("e-%d", i), WorkspaceID: ws, ChannelID: ch,
 			UserID: "u-1", Type: "message", TS: ts.UnixMilli(),
 		})
 		if err != nil {
@@ -162,6 +169,21 @@ func TestRebuildRestoresEverything(t *testing.T) {
 	ingest.stop(t)
 	sched.stop(t)
 	before := redisSnapshot(t, rc)
+	checkGlobalExact(t, redis, truth)
+
+	// Two rebuilds over the same topic on a Redis that has everything: every
+	// record is counted already, in the workspaces and in the global view.
+	for range 2 {
+		out := mustRun(t, "rebuild", "--brokers", brokers, "--redis", redis, "--since", "1h5m")
+		if !strings.Contains(out, fmt.Sprintf("0 events counted, %d already counted", n)) {
+			t.Fatalf("rebuild output: %s", out)
+		}
+	}
+	compareSnapshots(t, "after two rebuilds on a full Redis", before, redisSnapshot(t, rc))
+	checkGlobalExact(t, redis, truth)
+	if t.Failed() {
+		return
+	}
 
 	// Redis comes back empty (no persistence).
 	if err := r.Restart(context.Background()); err != nil {
@@ -174,17 +196,7 @@ func TestRebuildRestoresEverything(t *testing.T) {
 	if !strings.Contains(out, fmt.Sprintf("%d events counted, 0 already counted, 10 rejected", n)) {
 		t.Fatalf("rebuild output: %s", out)
 	}
-	after := redisSnapshot(t, rc)
-	for k, v := range before {
-		if after[k] != v {
-			t.Errorf("%s after the rebuild:\n got %s\nwant %s", k, after[k], v)
-		}
-	}
-	for k := range after {
-		if _, ok := before[k]; !ok {
-			t.Errorf("%s exists only after the rebuild", k)
-		}
-	}
+	compareSnapshots(t, "after the rebuild", before, redisSnapshot(t, rc))
 	if t.Failed() {
 		return
 	}
@@ -193,11 +205,57 @@ func TestRebuildRestoresEverything(t *testing.T) {
 	if !strings.Contains(out, fmt.Sprintf("0 events counted, %d already counted", n)) {
 		t.Fatalf("second rebuild output: %s", out)
 	}
-	again := redisSnapshot(t, rc)
-	for k, v := range before {
-		if !strings.Contains(k, "{g") && again[k] != v { // the global summaries are at-least-once
-			t.Errorf("%s after a second rebuild:\n got %s\nwant %s", k, again[k], v)
+	compareSnapshots(t, "after a second rebuild", before, redisSnapshot(t, rc))
+	checkGlobalExact(t, redis, truth)
+	t.Logf("%d keys restored exactly", len(before))
+}
+
+// compareSnapshots reports every key whose content differs between want and
+// got, or that only one of them has.
+func compareSnapshots(t *testing.T, when string, want, got map[string]string) {
+	t.Helper()
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s %s:\n got %s\nwant %s", k, when, got[k], v)
 		}
 	}
-	t.Logf("%d keys restored exactly", len(before))
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("%s exists only %s", k, when)
+		}
+	}
+}
+
+// checkGlobalExact requires `topk get --global --k 100` to list the exact
+// top 100 of truth (item -> events) with zero error bounds: the summaries
+// hold every item, so nothing but a double count could make them differ.
+func checkGlobalExact(t *testing.T, redis string, truth map[string]int64) {
+	t.Helper()
+	var g globalOutput
+	if err := json.Unmarshal([]byte(mustRun(t, "get", "--redis", redis, "--global", "--json", "--k", "100")), &g); err != nil {
+		t.Fatalf("topk get --global --json: %v", err)
+	}
+	type ranked struct {
+		id string
+		n  int64
+	}
+	var want []ranked
+	for id, n := range truth {
+		want = append(want, ranked{id, n})
+	}
+	slices.SortFunc(want, func(a, b ranked) int {
+		if a.n != b.n {
+			return int(b.n - a.n)
+		}
+		return strings.Compare(a.id, b.id)
+	})
+	want = want[:min(100, len(want))]
+	if len(g.Entries) != len(want) {
+		t.Fatalf("global top: %d entries, want %d", len(g.Entries), len(want))
+	}
+	for i, e := range g.Entries {
+		if e.Count != truth[e.ID] || e.Err != 0 || e.Count != want[i].n {
+			t.Errorf("global entry %d: %s %d ±%d, want %s %d ±0", i+1, e.ID, e.Count, e.Err, want[i].id, want[i].n)
+		}
+	}
 }

@@ -108,15 +108,15 @@ func (s *channelSink) Write(ctx context.Context) (Written, error) {
 
 func (s *channelSink) String() string { return "counts to Redis" }
 
-// recount returns workspace ws's counts from the events after offset after.
-func (p *part) recount(ws string, after int64) map[int64]map[string]int64 {
+// recount returns the part's counts from the events after offset after.
+func (p *part) recount(after int64) store.Counts {
 	c := store.Counts{}
 	for _, e := range p.counted {
-		if e.offset > after && e.ws == ws {
-			c.Add(ws, e.minute, e.ch, 1)
+		if e.offset > after {
+			c.Add(e.ws, e.minute, e.ch, 1)
 		}
 	}
-	return c[ws]
+	return c
 }
 
 // userCap enforces Config.UserMinuteCap: at most max counted events per

@@ -2,15 +2,16 @@
 //
 //	poll -> decode and validate -> pre-aggregate per (workspace, channel, minute)
 //	     -> when the batch is big or old enough: produce dead letters,
-//	        write counts to Redis, and only then commit the offsets.
+//	        write counts to Redis (dead-lettering any record the store
+//	        refused for good), and only then commit the offsets.
 //
 // Offsets are committed only after Redis (and the dead-letter topic) have
 // accepted everything before them, so a crash loses nothing: the uncommitted
 // records are consumed again. The counts are fenced per workspace and
 // partition (see store.Part), so that replay adds nothing twice: the effect
-// on per-workspace counts is exactly once. The global view's summaries and
-// the dead-letter topic are not fenced: a replay adds to them again
-// (at-least-once). Rebalances are blocked while a batch is pending
+// on per-workspace counts is exactly once. The global view's Space-Saving
+// summaries are fenced per shard and partition the same way. The dead-letter
+// topic is not fenced: a replay adds to it again (at-least-once). Rebalances are blocked while a batch is pending
 // (franz-go's BlockRebalanceOnPoll), so a worker never commits for
 // partitions it lost.
 package ingest

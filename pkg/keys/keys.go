@@ -234,6 +234,10 @@ func (g GlobalShard) RolledMeta(level string, n int64) string {
 	return g.base + level + "m:" + strconv.FormatInt(n, 10)
 }
 
+// Fence maps each source partition ("<topic>/<partition>") to the last
+// offset whose counts the shard's summaries hold (global_add.lua).
+func (g GlobalShard) Fence() string { return g.base + "fence" }
+
 // Bloom is the RedisBloom TOPK summary of minute m.
 func (g GlobalShard) Bloom(m int64) string { return g.base + "bf:" + strconv.FormatInt(m, 10) }
 

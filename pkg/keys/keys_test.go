@@ -464,3 +464,23 @@ func splitGlobalItem(item string) (ws, ch string, ok bool) {
 	ch, ok2 := decode(chEnc)
 	return ws, ch, ok1 && ok2
 }
+
+// TestGlobalShardKeys pins the global view's per-shard key names the README's
+// global key table documents.
+func TestGlobalShardKeys(t *testing.T) {
+	g := keys.New("topk").GlobalShard(3)
+	for _, tt := range []struct{ name, got, want string }{
+		{"Summary", g.Summary(29574613), "topk:{g:3}:ss:29574613"},
+		{"Errors", g.Errors(29574613), "topk:{g:3}:sse:29574613"},
+		{"Events", g.Events(29574613), "topk:{g:3}:n:29574613"},
+		{"Fence", g.Fence(), "topk:{g:3}:fence"},
+		{"Bloom", g.Bloom(29574613), "topk:{g:3}:bf:29574613"},
+		{"Rolled", g.Rolled("h", 492910), "topk:{g:3}:h:492910"},
+		{"RolledErr", g.RolledErr("d", 20537), "topk:{g:3}:de:20537"},
+		{"RolledMeta", g.RolledMeta("a", 0), "topk:{g:3}:am:0"},
+	} {
+		if tt.got != tt.want {
+			t.Errorf("%s = %q, want %q", tt.name, tt.got, tt.want)
+		}
+	}
+}

@@ -35,7 +35,7 @@ func TestSpaceSavingLuaMatchesGo(t *testing.T) {
 		t.Run(fmt.Sprintf("m=%d/universe=%d/w<=%d", tc.m, tc.universe, tc.maxWeight), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(tc.m), uint64(tc.universe)))
 			gk := keys.New("t" + strconv.Itoa(tc.m)).GlobalShard(0)
-			ks := []string{gk.Summary(1), gk.Errors(1), gk.Events(1)}
+			ks := []string{gk.Fence(), gk.Summary(1), gk.Errors(1), gk.Events(1)}
 			ref, err := sketch.NewSpaceSaving(tc.m)
 			if err != nil {
 				t.Fatal(err)
@@ -53,7 +53,8 @@ func TestSpaceSavingLuaMatchesGo(t *testing.T) {
 					}
 					agg[item] += 1 + rng.Int64N(tc.maxWeight)
 				}
-				args := []string{strconv.Itoa(tc.m), "4102444800", strconv.Itoa(len(order))}
+				// One group with no source (no fence) and one minute.
+				args := []string{strconv.Itoa(tc.m), "", "0", "0", "1", "4102444800", strconv.Itoa(len(order))}
 				batch := make([]sketch.Weighted, len(order))
 				for i, item := range order {
 					batch[i] = sketch.Weighted{Item: item, W: agg[item]}
@@ -65,11 +66,11 @@ func TestSpaceSavingLuaMatchesGo(t *testing.T) {
 				}
 				sent += n
 			}
-			got, err := c.Do(ctx, c.B().Zrange().Key(ks[0]).Min("0").Max("-1").Rev().Withscores().Build()).AsZScores()
+			got, err := c.Do(ctx, c.B().Zrange().Key(ks[1]).Min("0").Max("-1").Rev().Withscores().Build()).AsZScores()
 			if err != nil {
 				t.Fatal(err)
 			}
-			errs, err := c.Do(ctx, c.B().Zrange().Key(ks[1]).Min("0").Max("-1").Withscores().Build()).AsZScores()
+			errs, err := c.Do(ctx, c.B().Zrange().Key(ks[2]).Min("0").Max("-1").Withscores().Build()).AsZScores()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -89,7 +90,7 @@ func TestSpaceSavingLuaMatchesGo(t *testing.T) {
 			if len(errOf) > len(want) {
 				t.Fatalf("error set holds %d items, summary %d: evicted items left behind", len(errOf), len(want))
 			}
-			total, err := c.Do(ctx, c.B().Get().Key(ks[2]).Build()).AsInt64()
+			total, err := c.Do(ctx, c.B().Get().Key(ks[3]).Build()).AsInt64()
 			if err != nil || total != ref.Total() {
 				t.Fatalf("events %d (%v), want %d", total, err, ref.Total())
 			}

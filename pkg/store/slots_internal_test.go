@@ -43,7 +43,7 @@ func TestPrepareOneSlotPerCallInCluster(t *testing.T) {
 					t.Errorf("%s: ingest call %d carries %d workspace groups, want 1", backend, i, len(call.groups))
 				}
 				ks = call.keys
-			case *scriptCall:
+			case *globalCall:
 				ks = call.keys
 			case bloomCall:
 				for _, cmd := range call(c) {

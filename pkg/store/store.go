@@ -35,15 +35,15 @@ var ErrBadReply = errors.New("unexpected reply from Redis")
 const (
 	DefaultMaxPairsPerCall = 2000
 	DefaultParallelCalls   = 16
-	maxPairsPerCall        = 3000
 )
 
 // Options tunes how writes are split into script calls.
 type Options struct {
 	// MaxPairsPerCall bounds the (channel, count) pairs of one script call,
-	// so that no single script blocks Redis for long: ingest calls start a
-	// new call past it (a single workspace group is never split, so one
-	// larger than this makes one larger call), global calls split at it.
+	// so that no single script blocks Redis for long: ingest and global
+	// calls start a new call past it (a fenced group, a workspace's or a
+	// global shard's counts from one partition, is never split, so one
+	// larger than this makes one larger call).
 	MaxPairsPerCall int
 	// ParallelCalls bounds the script calls in flight at once. rueidis
 	// pipelines concurrent calls on one connection, so this is also the
@@ -69,9 +69,6 @@ func New(c rueidis.Client, ks keys.Space, w window.Window, opts Options) *Store 
 	if opts.MaxPairsPerCall <= 0 {
 		opts.MaxPairsPerCall = DefaultMaxPairsPerCall
 	}
-	// global_add.lua unpacks up to 2 values per pair onto Lua's stack,
-	// which holds at most 8000.
-	opts.MaxPairsPerCall = min(opts.MaxPairsPerCall, maxPairsPerCall)
 	if opts.ParallelCalls <= 0 {
 		opts.ParallelCalls = DefaultParallelCalls
 	}
@@ -125,13 +122,14 @@ type Source struct {
 // counts are fenced by the source: Redis records the last offset applied per
 // workspace and source, atomically with the counts, and skips what it has
 // already applied, so replaying records after a crash or a rebalance never
-// counts them twice. When a replay straddles the fence, Apply asks Recount
-// for the workspace's counts from the records after the offset given
-// (minute -> channel -> events) and sends those.
+// counts them twice. The global view's summaries are fenced the same way,
+// per shard and source. When a replay straddles a fence, Apply asks Recount
+// for the part's counts from the records after the offset given and sends
+// those.
 type Part struct {
 	Source  Source
 	Counts  Counts
-	Recount func(ws string, after int64) map[int64]map[string]int64
+	Recount func(after int64) Counts
 }
 
 // Batch is a set of counts prepared for Redis. Apply may be called again
@@ -192,17 +190,13 @@ func (ic *ingestCall) exec(ctx context.Context, c rueidis.Client) error {
 	if err != nil {
 		return err
 	}
-	if len(reply) < 2 || len(reply)%2 != 0 {
-		return fmt.Errorf("%w: ingest.lua replied %v", ErrBadReply, reply)
+	skipped, overlaps, err := decodeFenced("ingest.lua", reply, len(ic.groups))
+	if err != nil {
+		return err
 	}
-	ic.skipped = reply[1]
-	ic.overlaps = ic.overlaps[:0]
-	for i := 2; i < len(reply); i += 2 {
-		g := int(reply[i]) - 1
-		if g < 0 || g >= len(ic.groups) {
-			return fmt.Errorf("%w: ingest.lua named group %d of %d", ErrBadReply, g+1, len(ic.groups))
-		}
-		ic.overlaps = append(ic.overlaps, overlap{group: ic.groups[g], fence: reply[i+1]})
+	ic.skipped, ic.overlaps = skipped, ic.overlaps[:0]
+	for _, o := range overlaps {
+		ic.overlaps = append(ic.overlaps, overlap{group: ic.groups[o.group], fence: o.fence})
 	}
 	return nil
 }
@@ -260,7 +254,7 @@ func (s *Store) PrepareParts(parts []Part) *Batch {
 	for ws, m := range last {
 		b.index = append(b.index, ActiveWorkspace{ID: ws, LastMinute: m})
 	}
-	b.calls = append(ic.calls, s.prepareGlobal(mergeCounts(parts))...)
+	b.calls = append(ic.calls, s.prepareGlobal(parts)...)
 	b.done = make([]bool, len(b.calls))
 	b.indexDone = len(b.index) == 0
 	b.dirtyDone = len(b.index) == 0
@@ -397,23 +391,50 @@ func (s *Store) applyCalls(ctx context.Context, b *Batch) error {
 const recountRounds = 4
 
 // recountOverlaps sends again, recounted after their fence, the groups that
-// straddled it, until none does.
+// straddled it (workspaces' and global shards'), until none does.
 func (s *Store) recountOverlaps(ctx context.Context, b *Batch) error {
 	for round := 0; ; round++ {
 		var redo []overlap
+		var redoGlobal []globalOverlap
 		for i, c := range b.calls {
-			if ic, ok := c.(*ingestCall); ok && b.done[i] {
-				b.Skipped += ic.skipped
-				redo = append(redo, ic.overlaps...)
-				ic.skipped, ic.overlaps = 0, nil // counted once
+			if !b.done[i] {
+				continue
+			}
+			switch fc := c.(type) {
+			case *ingestCall:
+				b.Skipped += fc.skipped
+				redo = append(redo, fc.overlaps...)
+				fc.skipped, fc.overlaps = 0, nil // counted once
+			case *globalCall:
+				// The global view's skips are not added to Skipped: the same
+				// events were counted (or skipped) by the workspaces' calls.
+				redoGlobal = append(redoGlobal, fc.overlaps...)
+				fc.overlaps = nil
 			}
 		}
-		if len(redo) == 0 {
+		if len(redo)+len(redoGlobal) == 0 {
 			return nil
 		}
 		if round == recountRounds {
-			return fmt.Errorf("store.apply: %d groups still straddle their fence after %d recounts", len(redo), recountRounds)
+			return fmt.Errorf("store.apply: %d groups still straddle their fence after %d recounts", len(redo)+len(redoGlobal), recountRounds)
 		}
+		// The groups of one batch usually share their fence (the batch that
+		// moved it), so each part is recounted once per fence.
+		type recountKey struct {
+			part  int
+			fence int64
+		}
+		recounts := map[recountKey]Counts{}
+		recount := func(part int, fence int64) Counts {
+			k := recountKey{part, fence}
+			if c, ok := recounts[k]; ok {
+				return c
+			}
+			c := b.parts[part].Recount(fence)
+			recounts[k] = c
+			return c
+		}
+		var calls []call
 		ic := s.newIngestCalls()
 		for _, o := range redo {
 			p := b.parts[o.group.part]
@@ -421,11 +442,24 @@ func (s *Store) recountOverlaps(ctx context.Context, b *Batch) error {
 				return fmt.Errorf("store.apply: %w: workspace %q straddles its fence but its part cannot recount", ErrBadReply, o.group.ws)
 			}
 			src := Source{Name: p.Source.Name, First: o.fence + 1, Last: p.Source.Last}
-			ic.group(o.group, src, p.Recount(o.group.ws, o.fence))
+			ic.group(o.group, src, recount(o.group.part, o.fence)[o.group.ws])
 			b.Recounted++
 		}
-		b.calls = append(b.calls, ic.calls...)
-		b.done = append(b.done, make([]bool, len(ic.calls))...)
+		calls = append(calls, ic.calls...)
+		for _, o := range redoGlobal {
+			p := b.parts[o.part]
+			if p.Recount == nil {
+				return fmt.Errorf("store.apply: %w: global shard %d straddles its fence but its part cannot recount", ErrBadReply, o.shard)
+			}
+			src := Source{Name: p.Source.Name, First: o.fence + 1, Last: p.Source.Last}
+			gc := s.newGlobalCalls(o.shard)
+			if byMinute := s.byShard(recount(o.part, o.fence))[o.shard]; len(byMinute) > 0 {
+				gc.group(o.part, src, byMinute)
+			}
+			calls = append(calls, gc.calls...)
+		}
+		b.calls = append(b.calls, calls...)
+		b.done = append(b.done, make([]bool, len(calls))...)
 		if err := s.applyCalls(ctx, b); err != nil {
 			return err
 		}
