@@ -374,7 +374,7 @@ type GeoResponse struct {
 	From        time.Time `json:"from"` // the whole hours summed
 	To          time.Time `json:"to"`
 	Events      int64     `json:"events"`
-	UniqueUsers int64     `json:"unique_users"` // HyperLogLog estimate, standard error 0.81%
+	UniqueUsers int64     `json:"unique_users"` // of the type asked, like Events; HyperLogLog estimate, standard error 0.81%
 	Cells       int       `json:"cells"`
 	Hours       int       `json:"hours"`
 }

@@ -770,7 +770,8 @@ func TestActivityList(t *testing.T) {
 // TestActivityGeo: GET /v1/activity/geo sums a cell (of the counted
 // precision, or a shorter prefix standing for its children) or a bounding
 // box over the hours that meet [from, to), with the unique users of those
-// cell-hours; bad parameters answer 400, Redis down 503.
+// cell-hours (of the type asked, if any); bad parameters answer 400, Redis
+// down 503.
 func TestActivityGeo(t *testing.T) {
 	r := testenv.Redis(t)
 	cells, err := geo.New(testenv.Client(t, r.Addr()), keys.New(""), geo.Options{})
@@ -832,10 +833,12 @@ func TestActivityGeo(t *testing.T) {
 		want api.GeoResponse
 	}{
 		{"cell=" + a6 + h1, api.GeoResponse{Cell: a6, Events: 5, UniqueUsers: 3, Cells: 1, Hours: 1}},
-		// Unique users are per cell-hour, of every type.
+		// Unique users follow the type, as the events do (issue 14, 6: a
+		// type without events had the users of every type).
 		{"cell=" + a6 + h1 + "&type=login", api.GeoResponse{Cell: a6, Type: "login", Events: 3, UniqueUsers: 3, Cells: 1, Hours: 1}},
-		{"cell=" + a6 + h1 + "&type=click", api.GeoResponse{Cell: a6, Type: "click", Events: 2, UniqueUsers: 3, Cells: 1, Hours: 1}},
-		{"cell=" + a6 + h1 + "&type=purchase", api.GeoResponse{Cell: a6, Type: "purchase", Events: 0, UniqueUsers: 3, Cells: 1, Hours: 1}},
+		{"cell=" + a6 + h1 + "&type=click", api.GeoResponse{Cell: a6, Type: "click", Events: 2, UniqueUsers: 2, Cells: 1, Hours: 1}},
+		{"cell=" + a6 + h1 + "&type=purchase", api.GeoResponse{Cell: a6, Type: "purchase", Events: 0, UniqueUsers: 0, Cells: 1, Hours: 1}},
+		{"cell=" + prefix + h1 + "&type=click", api.GeoResponse{Cell: prefix, Type: "click", Events: 2, UniqueUsers: 2, Cells: 1024, Hours: 1}},
 		{"cell=" + a6 + span(hour.Add(-2*time.Hour), hour.Add(time.Hour)), api.GeoResponse{Cell: a6, Events: 6, UniqueUsers: 4, Cells: 1, Hours: 3,
 			From: hour.Add(-2 * time.Hour)}},
 		// Any range: every hour it meets.
@@ -846,7 +849,9 @@ func TestActivityGeo(t *testing.T) {
 		{"cell=" + prefix + h1, api.GeoResponse{Cell: prefix, Events: 7, UniqueUsers: 4, Cells: 1024, Hours: 1}},
 		{"cell=s00000" + h1, api.GeoResponse{Cell: "s00000", Events: 0, UniqueUsers: 0, Cells: 1, Hours: 1}},
 		{boxQ(sfBox) + h1, api.GeoResponse{BBox: sfBox, Events: 7, UniqueUsers: 4, Cells: cover(sfBox), Hours: 1}},
-		{boxQ(sfBox) + h1 + "&type=click", api.GeoResponse{BBox: sfBox, Type: "click", Events: 2, UniqueUsers: 4, Cells: cover(sfBox), Hours: 1}},
+		{boxQ(sfBox) + h1 + "&type=click", api.GeoResponse{BBox: sfBox, Type: "click", Events: 2, UniqueUsers: 2, Cells: cover(sfBox), Hours: 1}},
+		{boxQ(sfBox) + h1 + "&type=login", api.GeoResponse{BBox: sfBox, Type: "login", Events: 5, UniqueUsers: 4, Cells: cover(sfBox), Hours: 1}},
+		{boxQ(nycBox) + h1 + "&type=click", api.GeoResponse{BBox: nycBox, Type: "click", Events: 0, UniqueUsers: 0, Cells: cover(nycBox), Hours: 1}},
 		{boxQ(nycBox) + h1, api.GeoResponse{BBox: nycBox, Events: 4, UniqueUsers: 1, Cells: cover(nycBox), Hours: 1}},
 		{"bbox=" + url.QueryEscape(" 40.7, -74.1 ,40.8,-74.0") + h1, api.GeoResponse{BBox: nycBox, Events: 4, UniqueUsers: 1, Cells: cover(nycBox), Hours: 1}},
 	} {

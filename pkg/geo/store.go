@@ -117,10 +117,10 @@ type cellHour struct {
 	hour int64
 }
 
-// group is what a batch holds for one cell-hour.
+// group is what a batch holds for one cell-hour: events and users by type.
 type group struct {
 	types map[string]int64
-	users map[string]struct{}
+	users map[string]map[string]struct{}
 }
 
 // Batch aggregates events into per cell-hour counts and user sets, to be
@@ -160,11 +160,16 @@ func (b *Batch) Add(lat, lng float64, user, typ string, ts int64) error {
 	k := cellHour{cell: c, hour: floorDiv(ts, 3_600_000)}
 	g := b.groups[k]
 	if g == nil {
-		g = &group{types: map[string]int64{}, users: map[string]struct{}{}}
+		g = &group{types: map[string]int64{}, users: map[string]map[string]struct{}{}}
 		b.groups[k] = g
 	}
 	g.types[typ]++
-	g.users[user] = struct{}{}
+	us := g.users[typ]
+	if us == nil {
+		us = map[string]struct{}{}
+		g.users[typ] = us
+	}
+	us[user] = struct{}{}
 	b.events++
 	return nil
 }
@@ -197,8 +202,10 @@ func floorDiv(a, b int64) int64 {
 
 // prepare turns the groups into geo.lua calls: on a cluster, one cell per
 // call (its keys share the tag {geo:<cell>}, so one slot); on a single
-// server, groups share calls up to MaxItemsPerCall items. A group's user
-// ids beyond that go on in further calls, with no counts.
+// server, groups share calls up to MaxItemsPerCall items (a count or a
+// user id each). A group's counts go in its first call, with its users by
+// type; the users beyond MaxItemsPerCall go on in further calls, with no
+// counts.
 func (s *Store) prepare(b *Batch) {
 	hs := make([]cellHour, 0, len(b.groups))
 	for k := range b.groups {
@@ -228,34 +235,52 @@ func (s *Store) prepare(b *Batch) {
 		ck := s.keys.GeoCell(k.cell)
 		hourKey, usersKey := ck.Hour(k.hour), ck.Users(k.hour)
 		expireAt := strconv.FormatInt((k.hour+1)*3600+retention, 10)
-		users := make([]string, 0, len(g.users))
-		for u := range g.users {
-			users = append(users, u)
+		types := make([]string, 0, len(g.types))
+		for typ := range g.types {
+			types = append(types, typ)
 		}
-		sort.Strings(users)
-		first := true
-		for first || len(users) > 0 {
-			if !first {
-				next()
-			}
+		sort.Strings(types)
+		// lists is where the current call's count of user lists goes
+		// (ARGV "m"), lists the lists in it so far.
+		var at, lists int
+		header := func(counts bool) {
 			cur.keys = append(cur.keys, hourKey, usersKey)
 			cur.args = append(cur.args, expireAt)
-			if first {
-				cur.args = append(cur.args, strconv.Itoa(len(g.types)))
-				for typ, n := range g.types {
-					cur.args = append(cur.args, typ, strconv.FormatInt(n, 10))
+			if counts {
+				cur.args = append(cur.args, strconv.Itoa(len(types)))
+				for _, typ := range types {
+					cur.args = append(cur.args, typ, strconv.FormatInt(g.types[typ], 10))
 				}
-				items += len(g.types)
+				items += len(types)
 			} else {
 				cur.args = append(cur.args, "0")
 			}
-			take := min(len(users), max(1, s.opts.MaxItemsPerCall-items))
-			cur.args = append(cur.args, strconv.Itoa(take))
-			cur.args = append(cur.args, users[:take]...)
-			users = users[take:]
-			items += take
-			first = false
+			at, lists = len(cur.args), 0
+			cur.args = append(cur.args, "0")
 		}
+		header(true)
+		for _, typ := range types {
+			users := make([]string, 0, len(g.users[typ]))
+			for u := range g.users[typ] {
+				users = append(users, u)
+			}
+			sort.Strings(users)
+			for len(users) > 0 {
+				if items >= s.opts.MaxItemsPerCall {
+					cur.args[at] = strconv.Itoa(lists)
+					next()
+					header(false)
+				}
+				take := min(len(users), s.opts.MaxItemsPerCall-items)
+				cur.keys = append(cur.keys, ck.TypeUsers(k.hour, typ))
+				cur.args = append(cur.args, strconv.Itoa(take))
+				cur.args = append(cur.args, users[:take]...)
+				users = users[take:]
+				items += take
+				lists++
+			}
+		}
+		cur.args[at] = strconv.Itoa(lists)
 	}
 	b.prepared = calls
 	b.done = make([]bool, len(calls))
@@ -289,10 +314,10 @@ func (s *Store) Apply(ctx context.Context, b *Batch) error {
 type Result struct {
 	// Events is the number of events of the type asked (all types for "").
 	Events int64
-	// UniqueUsers estimates the distinct users with events of any type in
-	// the cells and hours (a HyperLogLog union: standard error 0.81%). The
-	// HyperLogLogs are per cell-hour, not per type, so a query for one type
-	// still counts the users of every type.
+	// UniqueUsers estimates the distinct users with events of the type
+	// asked (of any type for "") in the cells and hours: a union of the
+	// cell-hours' HyperLogLogs of that type (or of all types), standard
+	// error 0.81%.
 	UniqueUsers int64
 	// Cells is the number of cells of the store's precision summed.
 	Cells int
@@ -417,8 +442,16 @@ func (s *Store) sum(ctx context.Context, cells []string, h0, h1 int64, typ strin
 			if err != nil && !vals[len(vals)-1].IsNil() {
 				return fmt.Errorf("%w: %v", ErrBadReply, err)
 			}
+			if n == 0 {
+				continue // none of the type asked: none of its users either
+			}
 			r.Events += n
-			hlls = append(hlls, s.keys.GeoCell(refs[i].cell).Users(refs[i].hour))
+			ck := s.keys.GeoCell(refs[i].cell)
+			if f == AllTypes {
+				hlls = append(hlls, ck.Users(refs[i].hour))
+			} else {
+				hlls = append(hlls, ck.TypeUsers(refs[i].hour, f))
+			}
 			if hllCells == nil {
 				hllCells = map[string]bool{}
 			}

@@ -95,15 +95,13 @@ func newStore(t testing.TB, c rueidis.Client, prefix string, opts geo.Options) *
 	return s
 }
 
-// exact is the reference a query is compared with: the events and distinct
-// users of the events for which in returns true.
+// exact is the reference a query is compared with: the events of type typ
+// ("": any) for which in returns true, and their distinct users.
 func exact(evs []event, in func(e event) bool, typ string) (events int64, users int) {
 	seen := map[string]bool{}
 	for _, e := range evs {
-		if in(e) {
-			if typ == "" || e.typ == typ {
-				events++
-			}
+		if in(e) && (typ == "" || e.typ == typ) {
+			events++
 			seen[e.user] = true
 		}
 	}
@@ -127,7 +125,7 @@ func relErr(got int64, want int) float64 {
 // cells of their cover), per type and for all types, over whole and
 // partial ranges. Two stores are compared: the default one and one that
 // splits every call at 7 items. The unique users are checked too, within
-// the HyperLogLog bound.
+// the HyperLogLog bound: of the type asked, like the events.
 func TestCountsExact(t *testing.T) {
 	r := testenv.Redis(t)
 	c := testenv.Client(t, r.Addr())
@@ -319,9 +317,10 @@ func TestUniqueUsers(t *testing.T) {
 	}
 }
 
-// TestExpiry: both keys of a cell-hour expire at the end of the hour plus
-// the retention (EXPIRETIME), for the default 400 days and a custom one;
-// an hour already past its retention leaves no key.
+// TestExpiry: the keys of a cell-hour (its counts, its users and its users of
+// one type) expire at the end of the hour plus the retention (EXPIRETIME),
+// for the default 400 days and a custom one; an hour already past its
+// retention leaves no key.
 func TestExpiry(t *testing.T) {
 	r := testenv.Redis(t)
 	c := testenv.Client(t, r.Addr())
@@ -352,14 +351,14 @@ func TestExpiry(t *testing.T) {
 		h := t0.Unix() / 3600
 		want := (h+1)*3600 + int64(tc.want/time.Second)
 		kc := keys.New(tc.prefix).GeoCell(cell)
-		for _, k := range []string{kc.Hour(h), kc.Users(h)} {
+		for _, k := range []string{kc.Hour(h), kc.Users(h), kc.TypeUsers(h, "view")} {
 			got, err := c.Do(ctx, c.B().Expiretime().Key(k).Build()).AsInt64()
 			if err != nil || got != want {
 				t.Errorf("EXPIRETIME %s = %d, %v; want %d (hour end + %s)", k, got, err, want, tc.want)
 			}
 		}
 		oh := old.Unix() / 3600
-		for _, k := range []string{kc.Hour(oh), kc.Users(oh)} {
+		for _, k := range []string{kc.Hour(oh), kc.Users(oh), kc.TypeUsers(oh, "view")} {
 			if n, err := c.Do(ctx, c.B().Exists().Key(k).Build()).AsInt64(); err != nil || n != 0 {
 				t.Errorf("%s, past its retention, exists: %d, %v", k, n, err)
 			}
@@ -373,6 +372,7 @@ func TestKeyLayout(t *testing.T) {
 	for _, c := range []struct{ got, want string }{
 		{ks.GeoCell("u09tvw").Hour(493_000), "topk:{geo:u09tvw}:h:493000"},
 		{ks.GeoCell("u09tvw").Users(493_000), "topk:{geo:u09tvw}:u:493000"},
+		{ks.GeoCell("u09tvw").TypeUsers(493_000, "login"), "topk:{geo:u09tvw}:u:493000:login"},
 		{ks.GeoUnion("abc").Dest(), "topk:{geoq:abc}:u"},
 		{ks.GeoUnion("abc").Part(7), "topk:{geoq:abc}:p:7"},
 	} {

@@ -7,6 +7,8 @@ import "strconv"
 //	topk:{geo:<cell>}:h:<unix_hour>  HASH   "<type>" -> events in the cell and hour, "*" -> all types;
 //	                                        EXPIREAT hour end + geo retention (default 400 days)
 //	topk:{geo:<cell>}:u:<unix_hour>  STRING HyperLogLog (PFADD) of the user ids of the cell and hour; same expiry
+//	topk:{geo:<cell>}:u:<unix_hour>:<type>
+//	                                 STRING HyperLogLog of the ids of the users with events of that type; same expiry
 //	topk:{geoq:<id>}:u               STRING a bounding-box query's union of HyperLogLogs (temporary)
 //	topk:{geoq:<id>}:p:<n>           STRING a copy of one HyperLogLog, merged into the union (temporary)
 //
@@ -34,6 +36,13 @@ func (g GeoCell) Hour(h int64) string { return g.base + "h:" + strconv.FormatInt
 // Users is the HyperLogLog of the ids of the users with events in the cell
 // in unix hour h.
 func (g GeoCell) Users(h int64) string { return g.base + "u:" + strconv.FormatInt(h, 10) }
+
+// TypeUsers is the HyperLogLog of the ids of the users with events of type
+// typ in the cell in unix hour h. Event types are [a-z0-9_.-] (package
+// activity), so the name cannot be confused with another key's.
+func (g GeoCell) TypeUsers(h int64, typ string) string {
+	return g.base + "u:" + strconv.FormatInt(h, 10) + ":" + typ
+}
 
 // GeoUnion returns the key builder of one query's temporary HyperLogLogs;
 // id is unique per query.
