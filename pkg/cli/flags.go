@@ -69,9 +69,9 @@ func ingestFlags(group string) []cli.Flag {
 		altsrc.NewIntFlag(&cli.IntFlag{Name: "workers", EnvVars: []string{"TOPK_WORKERS"}, Value: 1, Usage: "ingest workers in this process (each one consumer-group member)"}),
 		altsrc.NewIntFlag(&cli.IntFlag{Name: "batch-events", EnvVars: []string{"TOPK_BATCH_EVENTS"}, Value: ingest.DefaultBatchEvents, Usage: "flush a batch once it holds this many records"}),
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "batch-age", EnvVars: []string{"TOPK_BATCH_AGE"}, Value: ingest.DefaultBatchAge, Usage: "flush a batch this long after its first record"}),
-		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "session-timeout", EnvVars: []string{"TOPK_SESSION_TIMEOUT"}, Usage: "how long the consumer group waits for a silent worker before moving its partitions (0: franz-go's default, 45s; the broker bounds it)"}),
+		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "session-timeout", EnvVars: []string{"TOPK_SESSION_TIMEOUT"}, Value: ingest.DefaultSessionTimeout, Usage: "how long the consumer group waits for a silent (crashed) worker before moving its partitions (heartbeats: every third of it, at most 1s apart); a Kafka broker accepts 6s to 30m at its defaults (group.min/max.session.timeout.ms)"}),
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "max-skew", EnvVars: []string{"TOPK_MAX_SKEW"}, Value: ingest.DefaultMaxSkew, Usage: "how far ahead of its arrival at the broker an event time may be and still count"}),
-		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "rebalance-timeout", EnvVars: []string{"TOPK_REBALANCE_TIMEOUT"}, Usage: "how long a rebalance waits for every worker to rejoin; a worker that crashed mid-rebalance stalls the group this long (0: franz-go's default, 60s)"}),
+		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "rebalance-timeout", EnvVars: []string{"TOPK_REBALANCE_TIMEOUT"}, Value: ingest.DefaultRebalanceTimeout, Usage: "how long a rebalance waits for every worker to rejoin; a worker that crashed mid-rebalance stalls the group this long"}),
 	}
 }
 

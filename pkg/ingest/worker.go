@@ -37,6 +37,21 @@ const (
 	DefaultBatchEvents = 50_000
 	DefaultBatchAge    = 500 * time.Millisecond
 	DefaultMaxSkew     = 5 * time.Minute
+
+	// DefaultSessionTimeout is short so that a crashed worker's partitions
+	// move to the others within seconds (franz-go's default, 45 s, stalled
+	// them for 45 s). 6 s is the smallest a Kafka broker accepts at its
+	// default group.min.session.timeout.ms. The cost: a member silent for
+	// longer (a GC pause, a network blip, a stalled host) is dropped and
+	// its partitions rebalanced, a pause in consumption that the fences
+	// make harmless, and heartbeats every second (see Run).
+	DefaultSessionTimeout = 6 * time.Second
+	// DefaultRebalanceTimeout bounds the stall of a worker crashing in the
+	// middle of a rebalance (franz-go's default: 60 s). It must leave the
+	// members time to notice the rebalance (a heartbeat) and finish their
+	// pending batch; one that does not is dropped, its batch consumed again
+	// by the new owner and skipped by the fences.
+	DefaultRebalanceTimeout = 10 * time.Second
 )
 
 // ShutdownGrace is how long a stopping worker keeps trying to write and
@@ -77,11 +92,12 @@ type Config struct {
 	UserMinuteCap int
 
 	// SessionTimeout is how long the group waits for a silent member before
-	// giving its partitions to the others (0: franz-go's default, 45 s). A
-	// crashed worker's partitions stall for that long.
+	// giving its partitions to the others (default DefaultSessionTimeout;
+	// the broker bounds it). A crashed worker's partitions stall for that
+	// long.
 	SessionTimeout time.Duration
 	// RebalanceTimeout is how long a rebalance waits for every member to
-	// rejoin (0: franz-go's default, 60 s). A member that crashes during a
+	// rejoin (default DefaultRebalanceTimeout). A member that crashes during a
 	// rebalance stalls the group for that long. A member still flushing
 	// when it runs out is dropped: its batch is consumed again by the new
 	// owner, which the fences make harmless, so it can be short.
@@ -161,6 +177,12 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.BatchAge <= 0 {
 		cfg.BatchAge = DefaultBatchAge
 	}
+	if cfg.SessionTimeout <= 0 {
+		cfg.SessionTimeout = DefaultSessionTimeout
+	}
+	if cfg.RebalanceTimeout <= 0 {
+		cfg.RebalanceTimeout = DefaultRebalanceTimeout
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
@@ -194,14 +216,13 @@ func (w *Worker) Run(ctx context.Context) error {
 		kgo.BlockRebalanceOnPoll(),
 		kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { hurry.Store(true) }),
 	}, w.lagHooks()...)
+	// Heartbeats must come well within the session timeout, and they are
+	// how the other members learn that a rebalance (a dead member's
+	// partitions to take over) waits for them: at most a second apart.
+	// ClientOpts come after, so that they can still override these.
+	opts = append(opts, kgo.SessionTimeout(w.cfg.SessionTimeout), kgo.HeartbeatInterval(min(w.cfg.SessionTimeout/3, time.Second)),
+		kgo.RebalanceTimeout(w.cfg.RebalanceTimeout))
 	opts = append(opts, w.cfg.ClientOpts...)
-	if d := w.cfg.SessionTimeout; d > 0 {
-		// Heartbeats must come well within the session timeout.
-		opts = append(opts, kgo.SessionTimeout(d), kgo.HeartbeatInterval(d/3))
-	}
-	if d := w.cfg.RebalanceTimeout; d > 0 {
-		opts = append(opts, kgo.RebalanceTimeout(d))
-	}
 	cl, err := kafka.NewClient(w.cfg.Kafka, opts...)
 	if err != nil {
 		return fmt.Errorf("ingest: %w", err)
