@@ -2,11 +2,13 @@ package ingest_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/redis/rueidis"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -25,6 +28,8 @@ import (
 	"github.com/topk-dev/topk/pkg/kafka"
 	"github.com/topk-dev/topk/pkg/keys"
 	"github.com/topk-dev/topk/pkg/loadgen"
+	"github.com/topk-dev/topk/pkg/store"
+	"github.com/topk-dev/topk/pkg/window"
 )
 
 // These tests run the real topk binary as child processes against a
@@ -115,10 +120,16 @@ type crashEnv struct {
 // newCrashEnv starts the broker and a redis-server with redisArgs.
 func newCrashEnv(t testing.TB, partitions int32, redisArgs ...string) *crashEnv {
 	t.Helper()
+	// A short minimum session timeout lets ingestArgs' 1 s session timeout
+	// move a killed worker's partitions on quickly.
+	return newCrashEnvKafka(t, partitions, []kfake.Opt{kfake.GroupMinSessionTimeout(300 * time.Millisecond)}, redisArgs...)
+}
+
+// newCrashEnvKafka is newCrashEnv with the broker options kopts.
+func newCrashEnvKafka(t testing.TB, partitions int32, kopts []kfake.Opt, redisArgs ...string) *crashEnv {
+	t.Helper()
 	topic := "ev"
-	// A short minimum session timeout lets a killed worker's partitions
-	// move on quickly.
-	k, err := devenv.StartKafka(map[string]int32{topic: partitions, topic + ".dlq": 1}, kfake.GroupMinSessionTimeout(300*time.Millisecond))
+	k, err := devenv.StartKafka(map[string]int32{topic: partitions, topic + ".dlq": 1}, kopts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,6 +347,232 @@ func TestWorkersJoinAndLeave(t *testing.T) {
 	startTopk(t, log, e.ingestArgs("g")...)
 	<-produced
 	e.requireExact(t, time.Now(), "the stream ended")
+}
+
+// TestKilledWorkerPartitionsMoveOnAtDefaults: three `topk ingest`
+// processes at the default session and rebalance timeouts (no
+// --session-timeout or --rebalance-timeout, on a broker with a real
+// Kafka's default session-timeout bounds, 6 s to 5 min) and a `topk
+// schedule` at its default interval count a stream; one worker is killed
+// with SIGKILL and not restarted. Right after the kill a probe event goes
+// to every partition; the test measures how long each takes to appear in
+// its workspace's cached ranking, and the partitions the dead worker owned
+// must get there too. At the end every workspace's counts must equal the
+// exact counts: nothing lost, nothing counted twice.
+//
+// Timing targets live in the benchmarks, not in test assertions; the
+// measured times are logged. The one bound, 30 s, is a sanity check far
+// above the 8-9 s the defaults give at most (the 6 s session timeout, a
+// heartbeat a second, a rebalance, a 500 ms batch, a 1 s scheduler
+// interval), so that a loaded machine does not fail it, and far below the
+// 45 s of franz-go's default session timeout, which it exists to catch.
+func TestKilledWorkerPartitionsMoveOnAtDefaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process-level test")
+	}
+	const (
+		partitions = 6
+		group      = "g"
+		bound      = 30 * time.Second
+	)
+	e := newCrashEnvKafka(t, partitions, nil)
+	log := &testenv.SyncBuffer{}
+	args := []string{"ingest", "--brokers", e.kafka.ListenAddrs()[0], "--redis", e.redis.Addr(),
+		"--topic", e.topic, "--group", group, "--global-backend", "lua", "--log-level", "info"}
+	startTopk(t, log, "schedule", "--redis", e.redis.Addr(), "--global-backend", "lua")
+	workers := []*proc{startTopk(t, log, args...), startTopk(t, log, args...), startTopk(t, log, args...)}
+
+	before := e.waitAssigned(t, group, len(workers), partitions, time.Minute)
+	produced := make(chan struct{})
+	go func() { defer close(produced); e.produce(t, 24_000, 2_000) }()
+	time.Sleep(3 * time.Second) // a kill in full flow: some of the victim's records polled, or written, not committed
+	if got := e.describe(t, group); !sameAssignment(got, before) {
+		t.Logf("the group rebalanced before the kill: %v, then %v", before, got)
+		before = got
+	}
+
+	workers[0].kill()
+	killed := time.Now()
+	probes := e.probeEveryPartition(t, partitions)
+	seen := e.waitProbes(t, probes, killed, killed.Add(bound))
+
+	after := e.describe(t, group)
+	var dead []string
+	for id := range before {
+		if _, ok := after[id]; !ok {
+			dead = append(dead, id)
+		}
+	}
+	if len(dead) != 1 {
+		t.Fatalf("members before the kill %v, after %v: want exactly one gone", before, after)
+	}
+	owned := before[dead[0]]
+	if len(owned) == 0 {
+		t.Fatalf("the killed worker owned no partition (%v): the test measured nothing", before)
+	}
+	var worst time.Duration
+	for _, p := range owned {
+		worst = max(worst, seen[p])
+	}
+	var rest []int32
+	for p := range int32(partitions) {
+		if !slices.Contains(owned, p) {
+			rest = append(rest, p)
+		}
+	}
+	t.Logf("kill to fresh ranking on the killed worker's partitions: %s (%s); on the others': %s",
+		worst.Round(100*time.Millisecond), roundAll(seen, owned), roundAll(seen, rest))
+
+	<-produced
+	e.requireExact(t, time.Now(), "the stream ended")
+	t.Logf("%d batches met a fence", strings.Count(log.String(), "replayed records were already counted"))
+}
+
+// describe returns group's members and the partitions each is assigned,
+// sorted, once the group is Stable (within 30 s).
+func (e *crashEnv) describe(t *testing.T, group string) map[string][]int32 {
+	t.Helper()
+	cl, err := kafka.NewClient(kafka.Config{Brokers: e.kafka.ListenAddrs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		gs, err := adm.DescribeGroups(context.Background(), group)
+		if err == nil {
+			err = gs.Error()
+		}
+		if err != nil && !errors.Is(err, kerr.GroupIDNotFound) { // not found: no member has joined yet
+			t.Fatalf("describe group %s: %v", group, err)
+		}
+		g := gs[group]
+		if err == nil && g.State == "Stable" {
+			out := map[string][]int32{}
+			for _, m := range g.Members {
+				out[m.MemberID] = []int32{}
+				if c, ok := m.Assigned.AsConsumer(); ok {
+					for _, tp := range c.Topics {
+						if tp.Topic == e.topic {
+							out[m.MemberID] = append(out[m.MemberID], tp.Partitions...)
+						}
+					}
+				}
+				slices.Sort(out[m.MemberID])
+			}
+			return out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("group %s still %s after 30 s", group, g.State)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitAssigned waits until group has members members and every one of the
+// topic's partitions is assigned to one of them, each member holding some.
+func (e *crashEnv) waitAssigned(t *testing.T, group string, members, partitions int, timeout time.Duration) map[string][]int32 {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		got := e.describe(t, group)
+		ok, n := len(got) == members, 0
+		for _, ps := range got {
+			ok = ok && len(ps) > 0
+			n += len(ps)
+		}
+		if ok && n == partitions {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("group %s after %s: %v; want %d members sharing %d partitions", group, timeout, got, members, partitions)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// sameAssignment reports whether a and b (describe's) are equal.
+func sameAssignment(a, b map[string][]int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for id, ps := range a {
+		if !slices.Equal(ps, b[id]) {
+			return false
+		}
+	}
+	return true
+}
+
+// probeEveryPartition produces one event to each partition, each to a
+// workspace of its own (probe-<partition>), records them in the truth, and
+// returns the workspaces by partition.
+func (e *crashEnv) probeEveryPartition(t *testing.T, partitions int) map[int32]string {
+	t.Helper()
+	cl, err := kafka.NewClient(kafka.Config{Brokers: e.kafka.ListenAddrs()}, kgo.DefaultProduceTopic(e.topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ws := map[int32]string{}
+	var recs []*kgo.Record
+	for p := range int32(partitions) {
+		ev := events.Event{EventID: fmt.Sprintf("probe-%d", p), WorkspaceID: fmt.Sprintf("probe-%d", p), ChannelID: "after-kill",
+			UserID: "u-probe", Type: events.DefaultType, TS: time.Now().UnixMilli()}
+		ws[p] = ev.WorkspaceID
+		e.record(ev)
+		recs = append(recs, &kgo.Record{Partition: p, Key: []byte(ev.WorkspaceID), Value: loadgen.Encode(ev, nil)})
+	}
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	return ws
+}
+
+// waitProbes waits until every probe workspace's cached 1h ranking (what
+// `topk get` and the API read) holds the probe's channel, and returns, by
+// partition, how long after since each did. It fails at deadline.
+func (e *crashEnv) waitProbes(t *testing.T, probes map[int32]string, since, deadline time.Time) map[int32]time.Duration {
+	t.Helper()
+	st := store.New(e.rc, keys.New(""), window.Hour, store.Options{})
+	seen := map[int32]time.Duration{}
+	for len(seen) < len(probes) {
+		for p, ws := range probes {
+			if _, ok := seen[p]; ok {
+				continue
+			}
+			res, err := st.ReadTop(context.Background(), ws, keys.Window1h, 0)
+			if err != nil && !errors.Is(err, store.ErrNoResult) {
+				t.Fatal(err)
+			}
+			if slices.ContainsFunc(res.Entries, func(en store.Entry) bool { return en.ID == "after-kill" }) {
+				seen[p] = time.Since(since)
+			}
+		}
+		if len(seen) < len(probes) && time.Now().After(deadline) {
+			var late []int32
+			for p := range probes {
+				if _, ok := seen[p]; !ok {
+					late = append(late, p)
+				}
+			}
+			slices.Sort(late)
+			t.Fatalf("%s after the kill, the probes on partitions %v are not in the cached rankings yet (the others took %v)",
+				deadline.Sub(since).Round(time.Second), late, seen)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return seen
+}
+
+// roundAll lists the partitions ps with their times in seen.
+func roundAll(seen map[int32]time.Duration, ps []int32) string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = fmt.Sprintf("partition %d %s", p, seen[p].Round(100*time.Millisecond))
+	}
+	return strings.Join(out, ", ")
 }
 
 // committed returns the group's committed offsets, summed over partitions.
