@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/topk-dev/topk/pkg/ingest"
+	"github.com/topk-dev/topk/pkg/internal/httpserver"
 	"github.com/topk-dev/topk/pkg/keys"
 )
 
@@ -196,7 +197,7 @@ func serveLoopback(h http.Handler) (*loopbackAPI, error) {
 	if err != nil {
 		return nil, fmt.Errorf("api listener: %w", err)
 	}
-	l := &loopbackAPI{base: "http://" + ln.Addr().String(), srv: &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second},
+	l := &loopbackAPI{base: "http://" + ln.Addr().String(), srv: httpserver.New(h, httpserver.Timeouts{}),
 		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024}}}
 	go func() { _ = l.srv.Serve(ln) }()
 	return l, nil

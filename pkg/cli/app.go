@@ -7,8 +7,11 @@ package cli
 
 import (
 	"io"
+	"net/http"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/topk-dev/topk/pkg/internal/httpserver"
 )
 
 // Exit statuses beyond 0 and 1.
@@ -21,6 +24,25 @@ const (
 type Env struct {
 	Out io.Writer // results
 	Err io.Writer // logs and diagnostics
+	// HTTP are the timeouts of every HTTP server a command starts (the API,
+	// the metrics); zero fields take httpserver's defaults. Tests shorten
+	// them to see a slow client cut in seconds.
+	HTTP httpserver.Timeouts
+}
+
+// httpTimeoutsKey holds Env.HTTP in the app's Metadata, for the helpers
+// that get only the command's context.
+const httpTimeoutsKey = "topk.http-timeouts"
+
+// httpTimeouts are the app's Env.HTTP.
+func httpTimeouts(c *cli.Context) httpserver.Timeouts {
+	to, _ := c.App.Metadata[httpTimeoutsKey].(httpserver.Timeouts)
+	return to
+}
+
+// newHTTPServer is the server of h with the app's Env.HTTP timeouts.
+func newHTTPServer(c *cli.Context, h http.Handler) *http.Server {
+	return httpserver.New(h, httpTimeouts(c))
 }
 
 // App builds the topk application.
@@ -47,5 +69,6 @@ func App(env Env) *cli.App {
 			doctorCommand(&env),
 		},
 		ExitErrHandler: func(*cli.Context, error) {}, // main decides how to exit
+		Metadata:       map[string]any{httpTimeoutsKey: env.HTTP},
 	}
 }

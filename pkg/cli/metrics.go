@@ -38,7 +38,7 @@ func startMetrics(c *cli.Context, log *slog.Logger) (stop func(), addr string, e
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := metrics.Serve(ctx, ln, log); err != nil {
+		if err := metrics.Serve(ctx, ln, log, httpTimeouts(c)); err != nil {
 			log.Error("metrics server stopped", "err", err)
 		}
 	}()

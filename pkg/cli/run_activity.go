@@ -127,7 +127,7 @@ func serveInRun(ctx context.Context, c *cli.Context, st *store.Store, addr strin
 		closeAPI()
 		return cli.Exit(err.Error(), 1)
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
+	srv := newHTTPServer(c, handler)
 	fmt.Fprintf(env.Out, "HTTP API at http://%s (e.g. /trending?window=1h, /v1/users/user-1/activity/count?window=1h)\n", ln.Addr())
 	goRun(func() error {
 		defer closeAPI()

@@ -46,7 +46,7 @@ func serveCommand(env *Env) *cli.Command {
 				return err
 			}
 			defer closeActivity()
-			srv := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
+			srv := newHTTPServer(c, handler)
 			log.Info("api listening", "addr", ln.Addr().String())
 			drained := make(chan struct{})
 			stop := context.AfterFunc(c.Context, func() {

@@ -45,6 +45,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/topk-dev/topk/pkg/internal/httpserver"
 )
 
 // Namespace prefixes every topk metric.
@@ -76,13 +78,13 @@ func Handler() http.Handler {
 	})
 }
 
-// Serve serves Handler at GET /metrics on ln until ctx ends. It logs
-// "metrics listening" with the address, so that a caller given port 0 can
-// find it.
-func Serve(ctx context.Context, ln net.Listener, log *slog.Logger) error {
+// Serve serves Handler at GET /metrics on ln until ctx ends, with the
+// timeouts to (zero fields: httpserver's defaults). It logs "metrics
+// listening" with the address, so that a caller given port 0 can find it.
+func Serve(ctx context.Context, ln net.Listener, log *slog.Logger, to httpserver.Timeouts) error {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", Handler())
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := httpserver.New(mux, to)
 	log.Info("metrics listening", "addr", ln.Addr().String(), "path", "/metrics")
 	stop := context.AfterFunc(ctx, func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
