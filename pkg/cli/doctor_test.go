@@ -79,9 +79,9 @@ func TestDoctorHealthy(t *testing.T) {
 	}
 }
 
-// TestDoctorFailures: a dangerous eviction policy, a flushed script cache,
-// and unreachable servers each exit 1 with a line that says what is wrong;
-// an empty --brokers skips Kafka.
+// TestDoctorFailures: a dangerous eviction policy and unreachable servers
+// each exit 1 with a line that says what is wrong; a flushed script cache
+// warns (exit 0); an empty --brokers skips Kafka.
 func TestDoctorFailures(t *testing.T) {
 	r := testenv.Redis(t)
 	redis := r.Addr()
@@ -117,13 +117,15 @@ func TestDoctorFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// SCRIPT FLUSH: the scripts check fails, naming the scripts; JSON says so too.
+	// SCRIPT FLUSH: the scripts check warns, naming the scripts, and the
+	// exit status stays 0: the workers run them anyway (EVALSHA falls back
+	// to EVAL). JSON says so too.
 	if err := rc.Do(ctx, rc.B().ScriptFlush().Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
 	out, _, err = runCLI(t, "doctor", "--redis", redis, "--brokers", "", "--json")
-	if code := exitCode(t, err); code != 1 {
-		t.Errorf("flushed scripts: exit %d, want 1", code)
+	if code := exitCode(t, err); code != 0 {
+		t.Errorf("flushed scripts: exit %d, want 0 (a warning)", code)
 	}
 	var d doctorJSON
 	if err := json.Unmarshal([]byte(out), &d); err != nil {
@@ -133,12 +135,12 @@ func TestDoctorFailures(t *testing.T) {
 	for _, c := range d.Checks {
 		if c.Check == "scripts "+redis {
 			found = true
-			if c.Level != "fail" || !strings.Contains(c.Message, "ingest (") || !strings.Contains(c.Message, "topk scripts load") {
+			if c.Level != "warn" || !strings.Contains(c.Message, "ingest (") || !strings.Contains(c.Message, "topk scripts load") {
 				t.Errorf("flushed scripts: %+v", c)
 			}
 		}
 	}
-	if !found || !d.Failed {
+	if !found || d.Failed {
 		t.Errorf("flushed scripts: failed=%v, scripts check found=%v\n%s", d.Failed, found, out)
 	}
 

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/urfave/cli/v2"
 
+	"github.com/topk-dev/topk/lua"
 	"github.com/topk-dev/topk/pkg/devenv"
 	"github.com/topk-dev/topk/pkg/ingest"
 	"github.com/topk-dev/topk/pkg/kafka"
@@ -44,9 +45,10 @@ func runCommand(env *Env) *cli.Command {
 		Usage: "the whole pipeline in one process: local services, synthetic traffic, workers, scheduler, live rankings",
 		Description: "With no --redis it starts a redis-server child on a free port; with no --brokers an\n" +
 			"in-process Kafka-protocol broker (kfake); with user activity (--activity-rate) and no --postgres\n" +
-			"a PostgreSQL for the raw events. It produces Zipf-distributed traffic, ingests it,\n" +
-			"refreshes the rankings and prints the busiest workspaces' top channels and the busiest\n" +
-			"user's activity until interrupted (or --duration), then stops everything it started.",
+			"a PostgreSQL for the raw events. It loads the Lua scripts into Redis (as topk scripts load),\n" +
+			"produces Zipf-distributed traffic, ingests it, refreshes the rankings and prints the busiest\n" +
+			"workspaces' top channels and the busiest user's activity until interrupted (or --duration),\n" +
+			"then stops everything it started.",
 		Flags:  flags,
 		Action: func(c *cli.Context) error { return runAll(c, env) },
 	})
@@ -104,6 +106,13 @@ func runAll(c *cli.Context, env *Env) error {
 		return err
 	}
 	defer closeStore()
+	// As a deployment does before it starts workers (topk scripts load), so
+	// that the first calls find their scripts and topk doctor sees a
+	// healthy setup.
+	if err := loadScripts(ctx, st.Client(), nil); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Out, "loaded the %d Lua scripts into Redis (as topk scripts load does)\n", len(lua.All()))
 	stopMetrics, metricsAddr, err := startMetrics(c, log)
 	if err != nil {
 		return err

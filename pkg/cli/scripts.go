@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 
+	"github.com/redis/rueidis"
 	"github.com/urfave/cli/v2"
 
 	"github.com/topk-dev/topk/lua"
@@ -35,21 +37,34 @@ func scriptsCommand(env *Env) *cli.Command {
 						return err
 					}
 					defer client.Close()
-					for _, s := range lua.All() {
-						for addr, node := range client.Nodes() {
-							sha, err := node.Do(c.Context, node.B().ScriptLoad().Script(s.Source).Build()).ToString()
-							if err != nil {
-								return cli.Exit(fmt.Sprintf("SCRIPT LOAD %s on %s: %v", s.Name, addr, err), 1)
-							}
-							if sha != s.SHA1 {
-								return cli.Exit(fmt.Sprintf("SCRIPT LOAD %s on %s returned %s, expected %s", s.Name, addr, sha, s.SHA1), 1)
-							}
-						}
+					return loadScripts(c.Context, client, func(s *lua.Script) {
 						fmt.Fprintf(env.Out, "%-10s %s\n", s.Name, s.SHA1)
-					}
-					return nil
+					})
 				},
 			}),
 		},
 	}
+}
+
+// loadScripts SCRIPT LOADs every embedded script on every node of client
+// (every master of a cluster) and checks the SHA1 Redis answers; loaded,
+// if not nil, is called after each script is on every node. `topk scripts
+// load` runs it at deploy time, and `topk run` on the Redis it uses, so
+// that EVALSHA finds the scripts and `topk doctor` sees them.
+func loadScripts(ctx context.Context, client rueidis.Client, loaded func(*lua.Script)) error {
+	for _, s := range lua.All() {
+		for addr, node := range client.Nodes() {
+			sha, err := node.Do(ctx, node.B().ScriptLoad().Script(s.Source).Build()).ToString()
+			if err != nil {
+				return cli.Exit(fmt.Sprintf("SCRIPT LOAD %s on %s: %v", s.Name, addr, err), 1)
+			}
+			if sha != s.SHA1 {
+				return cli.Exit(fmt.Sprintf("SCRIPT LOAD %s on %s returned %s, expected %s", s.Name, addr, sha, s.SHA1), 1)
+			}
+		}
+		if loaded != nil {
+			loaded(s)
+		}
+	}
+	return nil
 }

@@ -274,16 +274,19 @@ func scriptsCheck(ctx context.Context, addr string, c rueidis.Client, role strin
 	if len(missing) == 0 {
 		return check(OK, name, "all %d embedded scripts are loaded under this binary's SHA1s (see topk scripts list)", len(all))
 	}
-	level := Fail
+	// A warning, on masters too: nothing is broken (see the message), only
+	// the first calls of each missing script are slower. Failing here made
+	// a healthy pipeline that had not run every script yet exit 1.
+	where := ""
 	if role == "replica" {
-		level = Warn // writes go to masters; a replica needs them only once promoted
+		where = " (a replica: writes go to masters, so they are needed once it is promoted)"
 	}
-	return check(level, name, "%d of %d embedded scripts are not loaded under this binary's SHA1 (topk scripts list): %s. "+
+	return check(Warn, name, "%d of %d embedded scripts are not loaded under this binary's SHA1%s (topk scripts list): %s. "+
 		"Never loaded, or a restart, failover or SCRIPT FLUSH emptied the script cache, or only another topk version's were loaded. "+
 		"Run topk scripts load --redis %s (it loads every node). Meanwhile workers and scheduler still work: a call gets NOSCRIPT "+
 		"from EVALSHA and rueidis resends it as EVAL with the whole source, which caches the script again, so the first calls "+
 		"of each missing script on each node are slower (one more round trip, carrying the script; the user needs +eval)",
-		len(missing), len(all), strings.Join(missing, ", "), addr)
+		len(missing), len(all), where, strings.Join(missing, ", "), addr)
 }
 
 // persistenceCheck warns when a restart would lose everything.
