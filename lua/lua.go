@@ -85,6 +85,8 @@ var (
 	rollupSource string
 	//go:embed windows.lua
 	windowsSource string
+	//go:embed fresh.lua
+	freshSource string
 	//go:embed global_roll.lua
 	globalRollSource string
 	//go:embed geo.lua
@@ -110,8 +112,12 @@ var (
 	GlobalCache = newScript("global_cache", globalCacheSource)
 	// Rollup folds closed minutes into hour, day and all-time buckets (see rollup.lua).
 	Rollup = newScript("rollup", rollupSource)
-	// Windows caches the rankings of the windows beyond the hour (see windows.lua).
+	// Windows sums the hours before the current one of the windows beyond
+	// the hour (see windows.lua).
 	Windows = newScript("windows", windowsSource)
+	// Fresh caches the rankings of the windows beyond the hour: those sums
+	// plus the current hour (see fresh.lua).
+	Fresh = newScript("fresh", freshSource)
 	// GlobalRoll writes one rolled-up global summary (see global_roll.lua).
 	GlobalRoll = newScript("global_roll", globalRollSource)
 	// Geo adds pre-aggregated geo cell counts and user ids (see geo.lua).
@@ -128,6 +134,6 @@ var (
 
 // All lists every embedded script, in a stable order.
 func All() []*Script {
-	return []*Script{Ingest, Refresh, GlobalAdd, GlobalCache, Rollup, Windows, GlobalRoll, Geo,
+	return []*Script{Ingest, Refresh, GlobalAdd, GlobalCache, Rollup, Windows, Fresh, GlobalRoll, Geo,
 		Activity, ActivityRollup, ActivityCount, ActivityDelete}
 }

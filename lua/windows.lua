@@ -1,92 +1,69 @@
 #!lua
--- windows.lua: compute and cache workspaces' rankings over the windows
--- beyond the hour (24h, 7d, 30d, all time), from the rollups.
+-- windows.lua: sum the closed part of workspaces' windows beyond the hour
+-- (24h, 7d, 30d, all time) from the rollups, at each window's cadence.
+-- fresh.lua adds the current hour to these sums at every tick, so every
+-- window is as fresh as the hour's ranking while the long unions run rarely.
 --
 -- The call is a sequence of groups, one per workspace. On a single Redis a
 -- call may carry many workspaces; in Redis Cluster it carries one.
 -- KEYS, per group: roll, fold (see rollup.lua); the workspace's buckets and
---   cached results are named from roll's (see pkg/keys):
---   top:<window>, top:<window>:meta, and top:all:err for the all-time window.
--- ARGV[1]  computed_at and window_end, unix milliseconds
+--   its window sums are named from roll's (see pkg/keys):
+--   base:<window> (sorted set, member -> count), base:<window>:meta (hash:
+--   hour, window_start, slack, next) and, for the all-time window,
+--   base:all:err (hash, member -> "below,above"); tmp, a scratch key.
+-- ARGV[1]  computed_at, unix milliseconds
 -- ARGV[2]  the current unix minute
--- ARGV[3]  k, the number of entries to cache
--- ARGV[4]  ttl of the cached results of finite windows, seconds; the
---          all-time results do not expire (an idle workspace's all-time
---          ranking does not change, so it is not recomputed)
+-- ARGV[3]  keep, the members kept in each sum
+-- ARGV[4]  ttl of the sums of finite windows, seconds; the all-time sums do
+--          not expire (an idle workspace's all-time sum does not change)
 -- ARGV     then per window: name, hours (0: all time)
--- Reply    array, per group: the number of entries cached per window.
+-- Reply    array, per group: the members kept per window.
 --
--- A window of N hours covers the current hour and the N whole hours before
--- it. It is the sum of the fewest buckets that cover it, as one makes
--- change with coins: a day bucket for each whole day inside it whose hours
--- are all closed, an hour bucket for every other hour, and the minute
--- buckets not folded yet (fold). Each hour bucket holds exactly the
--- minutes folded into it, so no count is added twice or missed.
+-- A window of N hours at hour H covers H and the N whole hours before it.
+-- Its sum here is of the hours before H only: the fewest buckets that
+-- cover them, as one makes change with coins: a day bucket for each whole
+-- day inside it whose hours are all closed, an hour bucket for every other
+-- hour, and the minute buckets of those hours not folded yet (fold). Each
+-- hour bucket holds exactly the minutes folded into it, so no count is
+-- added twice or missed. meta's hour is H: the sum is for that hour only.
 --
 -- Bounds: a truncated bucket may lack up to its cut of any member, so a
 -- member's true count lies between its count and its count plus the sum of
--- the cuts used. The all-time window adds the all-time summary (counts at
--- most their errors above the truth; a member it lacks at most the floor
--- below) to the hours and minutes not merged into it yet. top:<window>:err
--- maps each entry to its bound (the true count is within count +- bound),
--- suffixed "!" when the entry is certainly in the true top k; meta's
--- error_bound is the largest bound (0: the ranking is exact) and next the
--- count of the first member left out.
---
--- Ranking: count descending, ties by member in descending byte order, as
--- refresh.lua's.
-local now_ms, minute, k, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+-- the cuts used (meta's slack). The all-time window adds the all-time
+-- summary (counts at most their errors above the truth; a member it lacks
+-- at most the floor below) to the hours and minutes not merged into it
+-- yet: base:all:err holds each kept member's "below,above" when not 0,0.
+-- The sum keeps its top `keep` members; next is the count of the first
+-- member left out (0: none), so a member it lacks had at most next + slack.
+local now_ms, minute, keep, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local hour = math.floor(minute / 60)
 
--- cache stores the top k of the union of buckets as window name, with
--- each entry's error bound in top:<name>:err, and returns the number of
--- entries. slack is how far the true count of a member may exceed its
--- count (for every member); below(member) is how far it may fall short.
-local function cache(base, name, buckets, first_ms, slack, below)
-  local expire = function(key)
+-- store keeps the top `keep` members of the union of buckets as window
+-- name's sum, with its meta, and returns the members kept.
+local function store(base, name, buckets, first_ms, slack)
+  local sum, meta = base .. 'base:' .. name, base .. 'base:' .. name .. ':meta'
+  local tmp = base .. 'tmp'
+  redis.call('DEL', sum)
+  local n, next = 0, 0
+  if #buckets > 0 then
+    redis.call('ZUNIONSTORE', tmp, #buckets, unpack(buckets))
+    -- ZRANGESTORE onto a fresh key sizes it for the members kept, not for
+    -- the whole union.
+    n = redis.call('ZRANGESTORE', sum, tmp, 0, keep - 1, 'REV')
+    local after = redis.call('ZRANGE', tmp, keep, keep, 'REV', 'WITHSCORES')
+    if #after > 0 then
+      next = tonumber(after[2])
+    end
+    redis.call('DEL', tmp)
+  end
+  redis.call('HSET', meta, 'hour', hour, 'computed_at', now_ms, 'window_start', first_ms, 'slack', slack, 'next', next)
+  for _, key in ipairs({ sum, meta }) do
     if name == 'all' then
       redis.call('PERSIST', key)
     else
       redis.call('EXPIRE', key, ttl)
     end
   end
-  local tmp = base .. 'tmp'
-  local top, meta, errs = base .. 'top:' .. name, base .. 'top:' .. name .. ':meta', base .. 'top:' .. name .. ':err'
-  redis.call('DEL', top, errs)
-  local n, next = 0, 0
-  if #buckets > 0 then
-    redis.call('ZUNIONSTORE', tmp, #buckets, unpack(buckets))
-    n = redis.call('ZRANGESTORE', top, tmp, 0, k - 1, 'REV')
-    local after = redis.call('ZRANGE', tmp, k, k, 'REV', 'WITHSCORES')
-    if #after > 0 then
-      next = tonumber(after[2])
-    end
-    redis.call('DEL', tmp)
-  end
-  -- An entry is certainly in the true top k when its lowest possible count
-  -- reaches the highest possible count of every member left out.
-  local bound = 0
-  if n > 0 then
-    local entries = redis.call('ZRANGE', top, 0, -1, 'WITHSCORES')
-    local fields = {}
-    for j = 1, #entries, 2 do
-      local short = below(entries[j])
-      local e = math.max(short, slack)
-      local v = tostring(e)
-      if tonumber(entries[j + 1]) - short >= next + slack then
-        v = v .. '!'
-      end
-      fields[#fields + 1] = entries[j]
-      fields[#fields + 1] = v
-      bound = math.max(bound, e)
-    end
-    redis.call('HSET', errs, unpack(fields))
-    expire(top)
-    expire(errs)
-  end
-  redis.call('HSET', meta, 'computed_at', now_ms, 'window_start', first_ms, 'window_end', now_ms,
-    'k', k, 'error_bound', bound, 'next', next)
-  expire(meta)
   return n
 end
 
@@ -106,18 +83,14 @@ local function cuts(buckets)
   return sum
 end
 
-local function exact()
-  return 0
-end
-
--- span caches one window of `hours` whole hours before the current one.
--- Hours before first_hour (the first with a bucket; nil: none yet) hold
--- nothing.
+-- span sums the `hours` whole hours before the current one. Hours before
+-- first_hour (the first with a bucket; nil: none yet) hold nothing.
 local function span(base, name, hours, closed, first_hour, pending)
   local first = hour - hours
   local buckets, rolled = {}, {}
   for _, p in ipairs(pending) do
-    if math.floor(p.minute / 60) >= first then
+    local h = math.floor(p.minute / 60)
+    if h >= first and h < hour then
       buckets[#buckets + 1] = p.key
     end
   end
@@ -127,8 +100,8 @@ local function span(base, name, hours, closed, first_hour, pending)
   elseif first_hour > h then
     h = first_hour
   end
-  while h <= hour do
-    if h % 24 == 0 and h + 23 <= hour and closed and h + 23 <= closed then
+  while h < hour do
+    if h % 24 == 0 and h + 23 < hour and closed and h + 23 <= closed then
       rolled[#rolled + 1] = base .. 'd:' .. math.floor(h / 24)
       h = h + 24
     else
@@ -140,47 +113,50 @@ local function span(base, name, hours, closed, first_hour, pending)
   for _, b in ipairs(rolled) do
     buckets[#buckets + 1] = b
   end
-  return cache(base, name, buckets, first * 3600000, slack, exact)
+  return store(base, name, buckets, first * 3600000, slack)
 end
 
--- all_time caches the all-time window: the summary, the hours not closed
--- yet, and the minutes not folded yet. A member the summary holds may have
--- its error fewer events than its count; one it lacks up to the floor more.
+-- all_time sums the all-time window before the current hour: the
+-- summary, the hours not closed yet, and their minutes not folded yet. A
+-- member the summary holds may have its error fewer events than its
+-- count; one it lacks up to the floor more.
 local function all_time(base, closed, floor, first_hour, pending)
   local all, all_err = base .. 'all', base .. 'all:err'
   local buckets = { all }
   for _, p in ipairs(pending) do
-    buckets[#buckets + 1] = p.key
+    if p.minute < hour * 60 then
+      buckets[#buckets + 1] = p.key
+    end
   end
   if closed and first_hour then
-    for h = math.max(closed + 1, first_hour), hour do
+    for h = math.max(closed + 1, first_hour), hour - 1 do
       buckets[#buckets + 1] = base .. 'h:' .. h
     end
   end
-  local function below(member)
-    return tonumber(redis.call('ZSCORE', all_err, member)) or 0
+  local n = store(base, 'all', buckets, 0, floor)
+  local errs = base .. 'base:all:err'
+  redis.call('DEL', errs)
+  local members = redis.call('ZRANGE', base .. 'base:all', 0, -1)
+  if #members == 0 then
+    return n
   end
-  local function slack_of(member)
-    if redis.call('ZSCORE', all, member) then
-      return 0
+  local below = redis.call('ZMSCORE', all_err, unpack(members))
+  local held = redis.call('ZMSCORE', all, unpack(members))
+  local fields = {}
+  for j, member in ipairs(members) do
+    local b, a = tonumber(below[j]) or 0, 0
+    if not held[j] then
+      a = floor
     end
-    return floor
+    if b > 0 or a > 0 then
+      fields[#fields + 1] = member
+      fields[#fields + 1] = b .. ',' .. a
+    end
   end
-  -- The slack differs per member; the largest (the floor) bounds those left
-  -- out, and each entry reports its own.
-  local n = cache(base, 'all', buckets, 0, floor, below)
-  local errs = base .. 'top:all:err'
-  local bound = 0
-  for _, member in ipairs(redis.call('ZRANGE', base .. 'top:all', 0, -1)) do
-    local v = redis.call('HGET', errs, member)
-    local e = math.max(below(member), slack_of(member))
-    local mark = string.sub(v, -1) == '!' and '!' or ''
-    redis.call('HSET', errs, member, e .. mark)
-    bound = math.max(bound, e)
+  if #fields > 0 then
+    redis.call('HSET', errs, unpack(fields))
   end
-  -- A member the summary dropped may count up to the floor more than it
-  -- shows (or be missing), so the ranking is exact only with a floor of 0.
-  redis.call('HSET', base .. 'top:all:meta', 'error_bound', math.max(bound, floor))
+  redis.call('PERSIST', errs)
   return n
 end
 

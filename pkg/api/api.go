@@ -136,7 +136,7 @@ func (h *handler) workspace(w http.ResponseWriter, req *http.Request) {
 	defer cancel()
 	res, err := h.r.ReadTop(ctx, ws, window, k)
 	if err != nil {
-		h.readError(w, err, fmt.Sprintf("no %s ranking for workspace %q: no activity in the window, or no scheduler is running", window, ws))
+		h.readError(w, err, fmt.Sprintf("the %s ranking of workspace %q is not computed yet: no scheduler pass has seen activity of it (is topk schedule running?)", window, ws))
 		return
 	}
 	out := h.response(window, res.WindowStart, res.WindowEnd, res.ComputedAt, res.FreshAt())
@@ -160,11 +160,11 @@ func (h *handler) global(w http.ResponseWriter, req *http.Request) {
 	defer cancel()
 	res, err := h.r.ReadGlobal(ctx, window, k)
 	if err != nil {
-		h.readError(w, err, fmt.Sprintf("no global %s ranking: no activity in the window, or no scheduler is running", window))
+		h.readError(w, err, fmt.Sprintf("the global %s ranking is not computed yet (is topk schedule running?)", window))
 		return
 	}
 	out := h.response(window, res.WindowStart, res.WindowEnd, res.ComputedAt, res.ComputedAt)
-	out.Exact = true
+	out.Exact = res.ErrorBound == 0
 	for _, e := range res.Entries {
 		out.Items = append(out.Items, Item{Rank: e.Rank, ID: e.ID, Count: e.Count, Error: e.Err, Guaranteed: e.Guaranteed})
 		out.Exact = out.Exact && e.Err == 0

@@ -62,7 +62,7 @@ func TestAPI(t *testing.T) {
 	defer srv.Close()
 
 	// Before any scheduler ran there is nothing cached.
-	if code, body := get(t, srv, "/v1/top?workspace=w2"); code != http.StatusNotFound || !strings.Contains(body, "ranking for workspace") {
+	if code, body := get(t, srv, "/v1/top?workspace=w2"); code != http.StatusNotFound || !strings.Contains(body, "is not computed yet") {
 		t.Errorf("before a refresh: %d %s, want 404", code, body)
 	}
 	s, err := scheduler.New(scheduler.Params{Store: st, Clock: func() time.Time { return now }})
@@ -110,7 +110,7 @@ func TestAPI(t *testing.T) {
 		{"/v1/top?workspace=w2&k=0", "k must be an integer in [1, 1000]", 400},
 		{"/v1/top/global?k=1001", "k must be", 400},
 		{"/v1/top?workspace=w2&k=x", "k must be", 400},
-		{"/v1/top?workspace=nobody", `no 1h ranking for workspace \"nobody\"`, 404},
+		{"/v1/top?workspace=nobody", `the 1h ranking of workspace \"nobody\" is not computed yet`, 404},
 		{"/healthz", "ok", 200},
 		{"/readyz", "ready", 200},
 	} {
@@ -298,9 +298,9 @@ func TestAPIWindows(t *testing.T) {
 	notFound := func(win string) {
 		t.Helper()
 		p := routes("w2", win)
-		wantError(t, srv, p[0], http.StatusNotFound, fmt.Sprintf(`no %s ranking for workspace "w2"`, win))
-		wantError(t, srv, p[1], http.StatusNotFound, fmt.Sprintf("no global %s ranking", win))
-		wantError(t, srv, p[2], http.StatusNotFound, fmt.Sprintf("no global %s ranking", win))
+		wantError(t, srv, p[0], http.StatusNotFound, fmt.Sprintf(`the %s ranking of workspace "w2" is not computed yet`, win))
+		wantError(t, srv, p[1], http.StatusNotFound, fmt.Sprintf("the global %s ranking is not computed yet", win))
+		wantError(t, srv, p[2], http.StatusNotFound, fmt.Sprintf("the global %s ranking is not computed yet", win))
 	}
 	// Before any scheduler ran, no window of any route has a ranking.
 	for _, win := range api.Windows {
@@ -357,7 +357,7 @@ func TestAPIWindows(t *testing.T) {
 					t.Errorf("%s: stale %v age %.3f s right after a pass %s ago", path, res.Stale, res.AgeSeconds, time.Since(now))
 				}
 			}
-			wantError(t, srv, routes("nobody", win)[0], http.StatusNotFound, fmt.Sprintf(`no %s ranking for workspace "nobody"`, win))
+			wantError(t, srv, routes("nobody", win)[0], http.StatusNotFound, fmt.Sprintf(`the %s ranking of workspace "nobody" is not computed yet`, win))
 
 			for _, path := range routes("a}b", win)[1:] {
 				for _, k := range []int{2, 100} {
@@ -448,11 +448,11 @@ func TestAPIErrorBounds(t *testing.T) {
 		case keys.Window1h:
 			want, exact = "[]", true // the counts have left the hour
 		case keys.WindowAll:
-			// The all-time summary merged the hour before its cut: the
-			// counts it holds are exact, but a member it dropped may have
-			// up to its floor (1), so the ranking is not exact and c-c not
-			// certainly above c-b.
-			want = "[{1 c-a 10 0 true} {2 c-c 3 0 false}]"
+			// The all-time summary merged the hour before its cut: it holds
+			// c-a, c-b and c-c exactly, and a member it lacks (c-d) had at
+			// most its floor (1). So the ranking is exact: c-c ties with
+			// c-b, known exactly, and the ranking order puts c-c first.
+			want, exact = "[{1 c-a 10 0 true} {2 c-c 3 0 true}]", true
 		}
 		if got := fmt.Sprint(res.Items); got != want || res.Exact != exact {
 			t.Errorf("%s: items %s exact %v, want %s exact %v", path, got, res.Exact, want, exact)

@@ -339,7 +339,7 @@ func TestLeaderboardPage(t *testing.T) {
 	}
 	// A 404 is an answer, not a console error: the page says so in the panel.
 	waitPage(t, bctx, "no ranking for workspace nobody", 5*time.Second, func(s pageState) bool {
-		return len(s.Workspace.Rows) == 0 && strings.Contains(s.Workspace.Status, `no 24h ranking for workspace "nobody"`)
+		return len(s.Workspace.Rows) == 0 && strings.Contains(s.Workspace.Status, `the 24h ranking of workspace "nobody" is not computed yet`)
 	})
 	if err := bctx.Err(); errors.Is(err, context.DeadlineExceeded) {
 		t.Fatal("the browser test ran out of time")

@@ -52,7 +52,7 @@ func getCommand(env *Env) *cli.Command {
 			ws := c.String("workspace")
 			res, err := st.ReadTop(c.Context, ws, win, c.Int("k"))
 			if errors.Is(err, store.ErrNoResult) {
-				return cli.Exit(fmt.Sprintf("no %s ranking for workspace %q: it had no activity in that window, or no scheduler is running (topk schedule)", win, ws), exitNotFound)
+				return cli.Exit(fmt.Sprintf("the %s ranking of workspace %q is not computed yet: no scheduler pass has seen activity of it (is topk schedule running?)", win, ws), exitNotFound)
 			}
 			if err != nil {
 				return cli.Exit(err.Error(), 1)
@@ -139,7 +139,7 @@ func certainty(guaranteed bool) string {
 func getGlobal(c *cli.Context, env *Env, st *store.Store, win string) error {
 	res, err := st.ReadGlobal(c.Context, win, c.Int("k"))
 	if errors.Is(err, store.ErrNoResult) {
-		return cli.Exit(fmt.Sprintf("no global %s ranking: no activity in that window, or no scheduler is running (topk schedule)", win), exitNotFound)
+		return cli.Exit(fmt.Sprintf("the global %s ranking is not computed yet (is topk schedule running?)", win), exitNotFound)
 	}
 	if err != nil {
 		return cli.Exit(err.Error(), 1)

@@ -87,8 +87,8 @@ func TestGetWindow(t *testing.T) {
 	windowTick(t, r.Addr(), now, 0, 10, map[string]time.Duration{keys.Window30d: 0})
 	for _, args := range [][]string{{"--workspace", "w1"}, {"--global"}} {
 		_, _, err := runCLI(t, append([]string{"get", "--redis", r.Addr(), "--window", "30d"}, args...)...)
-		if code := exitCode(t, err); code != 3 || !strings.Contains(err.Error(), "no ") || !strings.Contains(err.Error(), "30d ranking") {
-			t.Errorf("get %v --window 30d before the window was computed: exit %d (%v), want 3 and no 30d ranking", args, code, err)
+		if code := exitCode(t, err); code != 3 || !strings.Contains(err.Error(), "30d ranking") || !strings.Contains(err.Error(), "not computed yet") {
+			t.Errorf("get %v --window 30d before the window was computed: exit %d (%v), want 3 and \"not computed yet\"", args, code, err)
 		}
 	}
 	if _, err := getJSON(t, r.Addr(), "w1", "--window", "24h"); err != nil {
@@ -241,7 +241,7 @@ func TestGetWindowErrors(t *testing.T) {
 	}
 	// A known window that has no ranking for the workspace: not found.
 	_, _, err := runCLI(t, "get", "--redis", r.Addr(), "--workspace", "known", "--window", "7d")
-	if code := exitCode(t, err); code != 3 || !strings.Contains(err.Error(), `no 7d ranking for workspace "known"`) {
+	if code := exitCode(t, err); code != 3 || !strings.Contains(err.Error(), `the 7d ranking of workspace "known" is not computed yet`) {
 		t.Errorf("get --window 7d with no 7d ranking: exit %d (%v), want 3", code, err)
 	}
 }

@@ -125,9 +125,12 @@ type Scheduler struct {
 	global  *store.GlobalRefresher
 	// longGlobal serves TickLong, which may run concurrently with TickHour.
 	longGlobal *store.GlobalRefresher
-	// mu guards the changed sets of long, which TickHour fills and TickLong
-	// drains.
+	// mu guards the changed sets of long and fresh, which TickHour fills
+	// and TickLong drains.
 	mu sync.Mutex
+	// fresh holds the workspaces whose hour ranking changed since TickLong
+	// last refreshed their long windows' current hour.
+	fresh map[string]struct{}
 	// lastClosed is the last minute rolled up; 0 before the first tick.
 	lastClosed int64
 	long       []*longState
@@ -195,7 +198,7 @@ func New(p Params) (*Scheduler, error) {
 	if p.Lateness < 0 || p.Lateness > p.Store.Window().Span() {
 		return nil, fmt.Errorf("scheduler: lateness %s out of range (0, %s]", p.Lateness, p.Store.Window().Span())
 	}
-	s := &Scheduler{p: p, pending: map[string]struct{}{}, global: p.Store.NewGlobalRefresher(), longGlobal: p.Store.NewGlobalRefresher(),
+	s := &Scheduler{p: p, pending: map[string]struct{}{}, fresh: map[string]struct{}{}, global: p.Store.NewGlobalRefresher(), longGlobal: p.Store.NewGlobalRefresher(),
 		started: p.Clock(), passes: map[string]*atomic.Int64{keys.Window1h: {}}}
 	for _, w := range window.Longs {
 		c, ok := p.Cadence[w.Name]
@@ -384,6 +387,9 @@ func (s *Scheduler) TickHour(ctx context.Context) (TickStats, error) {
 			l.changed[id] = struct{}{}
 		}
 	}
+	for _, id := range ids {
+		s.fresh[id] = struct{}{}
+	}
 	s.mu.Unlock()
 	s.pending = map[string]struct{}{}
 	s.lastMinute = minute
@@ -467,66 +473,136 @@ func (s *Scheduler) rollup(ctx context.Context, now time.Time) (int, error) {
 	return n, nil
 }
 
-// TickLong refreshes the long windows that are due at the clock's now and
-// returns the number of workspace rankings refreshed. It may run
-// concurrently with TickHour, not with itself.
+// TickLong refreshes the long windows at the clock's now and returns the
+// number of workspace rankings refreshed. Each window's sum of the hours
+// before the current one is recomputed at the window's cadence (and at
+// every new hour), for the workspaces whose counts changed since; then
+// every long window's ranking, that sum plus the current hour, is cached
+// for each workspace whose hour ranking changed since the last call, so
+// the long windows are as fresh as the hour's. It may run concurrently
+// with TickHour, not with itself.
 func (s *Scheduler) TickLong(ctx context.Context) (int, error) {
+	if len(s.long) == 0 {
+		return 0, nil
+	}
 	now := s.p.Clock()
-	total := 0
-	hour := window.HourOf(window.Minute(now))
+	s.mu.Lock()
+	fresh := s.fresh
+	s.fresh = map[string]struct{}{}
+	s.mu.Unlock()
+	wins := make([]window.Long, len(s.long))
+	for i, l := range s.long {
+		wins[i] = l.win
+	}
+	var summed []*longState
 	for _, l := range s.long {
-		newHour := l.last.IsZero() || window.HourOf(window.Minute(l.last)) != hour
-		if !newHour && now.Sub(l.last) < l.cadence {
+		ids, due, err := s.dueSums(ctx, l, now)
+		if err != nil {
+			s.keepFresh(fresh)
+			return 0, err
+		}
+		if !due {
 			continue
 		}
-		s.mu.Lock()
-		todo := l.changed
-		l.changed = map[string]struct{}{}
-		s.mu.Unlock()
-		// A new hour moves the old edge of a finite window: every workspace
-		// active in it since the last pass changes, including those whose
-		// last events just left it (their ranking empties). A first pass
-		// goes back as far as a cached ranking can live. (The all-time window
-		// only grows, so it needs its changed workspaces alone, except on
-		// the first pass.)
-		if newHour && (!l.win.AllTime() || l.last.IsZero()) {
-			since := int64(math.MinInt64)
-			if !l.win.AllTime() && !l.last.IsZero() {
-				since = 60 * l.win.FirstHour(l.last)
-			} else if !l.win.AllTime() {
-				since = 60 * (l.win.FirstHour(now) - int64(store.LongTTL/time.Hour) - 1)
-			}
-			active, err := s.p.Store.ActiveSince(ctx, since)
-			if err != nil {
-				return total, err
-			}
-			for _, a := range active {
-				todo[a.ID] = struct{}{}
-			}
+		if err := s.p.Store.RefreshSums(ctx, ids, now, []window.Long{l.win}); err != nil {
+			s.keepChanged(l, ids)
+			s.keepFresh(fresh)
+			return 0, fmt.Errorf("scheduler.tick_long %s: %w", l.win.Name, err)
 		}
-		ids := make([]string, 0, len(todo))
-		for id := range todo {
-			ids = append(ids, id)
+		for _, id := range ids {
+			fresh[id] = struct{}{}
 		}
-		err := s.p.Store.RefreshLong(ctx, ids, now, s.p.K, []window.Long{l.win})
-		if err == nil {
-			err = s.longGlobal.RefreshLong(ctx, now, s.p.K, []window.Long{l.win})
-		}
-		if err == nil {
-			err = s.p.Store.Beat(ctx, l.win.Name, now)
-		}
-		if err != nil {
-			// Keep the workspaces for the next attempt.
-			s.mu.Lock()
-			for id := range todo {
-				l.changed[id] = struct{}{}
-			}
-			s.mu.Unlock()
-			return total, fmt.Errorf("scheduler.tick_long %s: %w", l.win.Name, err)
-		}
-		total += len(ids)
-		l.last = now
-		s.passes[l.win.Name].Store(now.UnixNano())
+		summed = append(summed, l)
 	}
-	return total, nil
+	ids := make([]string, 0, len(fresh))
+	for id := range fresh {
+		ids = append(ids, id)
+	}
+	err := s.p.Store.RefreshFresh(ctx, ids, now, s.p.K, wins)
+	if err == nil {
+		err = s.longGlobal.RefreshLong(ctx, now, s.p.K, wins)
+	}
+	for _, w := range wins {
+		if err != nil {
+			break
+		}
+		err = s.p.Store.Beat(ctx, w.Name, now)
+	}
+	if err != nil {
+		s.keepFresh(fresh)
+		return 0, fmt.Errorf("scheduler.tick_long: %w", err)
+	}
+	for _, l := range summed {
+		l.last = now
+	}
+	for _, w := range wins {
+		s.passes[w.Name].Store(now.UnixNano())
+	}
+	return len(ids), nil
+}
+
+// dueSums reports whether window l's sums are due at now and, if so, takes
+// the workspaces whose sums to recompute: those whose counts changed since
+// the last pass and, at a new hour, every workspace active in the window.
+func (s *Scheduler) dueSums(ctx context.Context, l *longState, now time.Time) ([]string, bool, error) {
+	hour := window.HourOf(window.Minute(now))
+	newHour := l.last.IsZero() || window.HourOf(window.Minute(l.last)) != hour
+	if !newHour && now.Sub(l.last) < l.cadence {
+		return nil, false, nil
+	}
+	s.mu.Lock()
+	todo := l.changed
+	l.changed = map[string]struct{}{}
+	s.mu.Unlock()
+	// A new hour moves both edges of a finite window: every workspace
+	// active in it since the last pass changes, including those whose last
+	// events just left it (their ranking empties), and the hour that ended
+	// moves into the sums. A first pass goes back as far as a cached
+	// ranking can live.
+	if newHour {
+		since := int64(math.MinInt64)
+		if !l.win.AllTime() && !l.last.IsZero() {
+			since = 60 * l.win.FirstHour(l.last)
+		} else if !l.win.AllTime() {
+			since = 60 * (l.win.FirstHour(now) - int64(store.LongTTL/time.Hour) - 1)
+		} else if !l.last.IsZero() {
+			// All time only grows: the workspaces active in the hour that ended.
+			since = 60 * window.HourOf(window.Minute(l.last))
+		}
+		active, err := s.p.Store.ActiveSince(ctx, since)
+		if err != nil {
+			s.keepChanged(l, mapKeys(todo))
+			return nil, false, fmt.Errorf("scheduler.tick_long %s: %w", l.win.Name, err)
+		}
+		for _, a := range active {
+			todo[a.ID] = struct{}{}
+		}
+	}
+	return mapKeys(todo), true, nil
+}
+
+// keepChanged puts ids back into window l's changed set, for the next pass.
+func (s *Scheduler) keepChanged(l *longState, ids []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range ids {
+		l.changed[id] = struct{}{}
+	}
+}
+
+// keepFresh puts a fresh set taken by a failed TickLong back, for the next.
+func (s *Scheduler) keepFresh(ids map[string]struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id := range ids {
+		s.fresh[id] = struct{}{}
+	}
+}
+
+func mapKeys(m map[string]struct{}) []string {
+	out := make([]string, 0, len(m))
+	for id := range m {
+		out = append(out, id)
+	}
+	return out
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/topk-dev/topk/lua"
 	"github.com/topk-dev/topk/pkg/internal/par"
+	"github.com/topk-dev/topk/pkg/keys"
 	"github.com/topk-dev/topk/pkg/window"
 )
 
@@ -110,14 +111,24 @@ const (
 	rollupGroupsPerCall  = 4
 )
 
-// RefreshLong recomputes and caches the workspaces' top k over the given
-// long windows at now (windows.lua).
+// RefreshLong recomputes the workspaces' sums (RefreshSums) and then their
+// cached top k (RefreshFresh) over the given long windows at now.
 func (s *Store) RefreshLong(ctx context.Context, workspaces []string, now time.Time, k int, wins []window.Long) error {
+	if err := s.RefreshSums(ctx, workspaces, now, wins); err != nil {
+		return err
+	}
+	return s.RefreshFresh(ctx, workspaces, now, k, wins)
+}
+
+// RefreshSums recomputes the workspaces' sums of the hours before the
+// current one over the given long windows at now (windows.lua: the long
+// unions, run at each window's cadence).
+func (s *Store) RefreshSums(ctx context.Context, workspaces []string, now time.Time, wins []window.Long) error {
 	if len(wins) == 0 {
 		return nil
 	}
 	args := []string{strconv.FormatInt(now.UnixMilli(), 10), strconv.FormatInt(window.Minute(now), 10),
-		strconv.Itoa(k), seconds(LongTTL)}
+		strconv.Itoa(s.opts.Rollup.Keep), seconds(LongTTL)}
 	for _, w := range wins {
 		args = append(args, w.Name, strconv.FormatInt(w.Hours, 10))
 	}
@@ -130,7 +141,45 @@ func (s *Store) RefreshLong(ctx context.Context, workspaces []string, now time.T
 		return lua.Windows.Exec(ctx, s.c, ks, args).Error()
 	})
 	if err != nil {
-		return fmt.Errorf("store.refresh_long: %w", err)
+		return fmt.Errorf("store.refresh_sums: %w", err)
+	}
+	return nil
+}
+
+// freshCandidates is how many members of each closed-hours sum fresh.lua
+// weighs, in multiples of k: those within reach of the top k once the
+// current hour is added (the bound covers the rest, see fresh.lua).
+const freshCandidates = 2
+
+// freshGroupsPerCall is how many workspaces one fresh.lua call carries on
+// a single Redis: it reads O(k) members per window and workspace, so a
+// few workspaces per call keep each call short.
+const freshGroupsPerCall = 8
+
+// RefreshFresh caches the workspaces' rankings of the long windows wins
+// (shortest first, as window.Longs) at now: each window's sum of the hours
+// before the current one (the last RefreshSums) plus the current hour, so
+// they are as fresh as the hour's ranking. A window whose sum is not for
+// the current hour yet keeps its ranking until RefreshSums has run.
+func (s *Store) RefreshFresh(ctx context.Context, workspaces []string, now time.Time, k int, wins []window.Long) error {
+	if len(wins) == 0 {
+		return nil
+	}
+	args := []string{strconv.FormatInt(now.UnixMilli(), 10), strconv.FormatInt(window.Minute(now), 10),
+		strconv.Itoa(k), strconv.Itoa(freshCandidates * k), seconds(LongTTL)}
+	for _, w := range wins {
+		args = append(args, w.Name, strconv.FormatInt(w.Hours, 10))
+	}
+	err := s.perWorkspaceCalls(workspaces, freshGroupsPerCall, func(part []string) error {
+		ks := make([]string, 0, 3*len(part))
+		for _, ws := range part {
+			wk := s.keys.Workspace(ws)
+			ks = append(ks, wk.Roll(), wk.Fold(), wk.Top(keys.Window1h))
+		}
+		return lua.Fresh.Exec(ctx, s.c, ks, args).Error()
+	})
+	if err != nil {
+		return fmt.Errorf("store.refresh_fresh: %w", err)
 	}
 	return nil
 }
