@@ -450,7 +450,8 @@ func TestRefused(t *testing.T) {
 func cellErr(_ geo.Result, err error) error { return err }
 
 // unionStream is 12 hours of events in 100 cells-6 around the region:
-// 1,200 cell-hours with events, more than one PFCOUNT or PFMERGE takes.
+// 1,200 cell-hours with events, more than one PFCOUNT or PFMERGE takes;
+// two types, so that a query by type unions as many per-type ones.
 func unionStream(t testing.TB) []event {
 	rng := rand.New(rand.NewPCG(11, 12))
 	b, _ := geo.Decode("u09tv")
@@ -458,7 +459,7 @@ func unionStream(t testing.TB) []event {
 	t0 := base()
 	var evs []event
 	for {
-		e := newEvent(t, rng, box, t0, 12, fmt.Sprint("user-", rng.IntN(5000)), "view")
+		e := newEvent(t, rng, box, t0, 12, fmt.Sprint("user-", rng.IntN(5000)), []string{"view", "login"}[rng.IntN(2)])
 		evs = append(evs, e)
 		if len(evs) >= 12_000 {
 			return evs
@@ -469,7 +470,8 @@ func unionStream(t testing.TB) []event {
 // TestUnionWays: the three ways of estimating the users of many
 // cell-hours agree exactly (they merge the same registers) and with the
 // exact distinct count: on one server by chunked PFMERGE, on one server
-// through copies on one node (the cluster way), and on a Redis Cluster.
+// through copies on one node (the cluster way), and on a Redis Cluster;
+// for all types and for one type (its own HyperLogLogs).
 // A one-cell query on the cluster (one slot: a plain PFCOUNT) too. No
 // temporary key is left behind.
 func TestUnionWays(t *testing.T) {
@@ -489,6 +491,7 @@ func TestUnionWays(t *testing.T) {
 	oneCell := evs[0].cell
 	wantEvents, wantUsers := exact(evs, func(event) bool { return true }, "")
 	_, wantCellUsers := exact(evs, func(e event) bool { return e.cell == oneCell }, "")
+	wantLogins, wantLoginUsers := exact(evs, func(event) bool { return true }, "login")
 
 	r := testenv.Redis(t)
 	c := testenv.Client(t, r.Addr())
@@ -502,7 +505,7 @@ func TestUnionWays(t *testing.T) {
 	cluster := newStore(t, cc, "", geo.Options{})
 	apply(t, cluster, evs, 5000)
 
-	var results []geo.Result
+	var results, logins []geo.Result
 	for name, s := range map[string]*geo.Store{"local": local, "copied": copied, "cluster": cluster} {
 		got, err := s.BBox(ctx, box.MinLat, box.MinLng, box.MaxLat, box.MaxLng, t0, to, "")
 		if err != nil {
@@ -514,14 +517,22 @@ func TestUnionWays(t *testing.T) {
 			t.Errorf("%s: %+v, want %d events, about %d users", name, got, wantEvents, wantUsers)
 		}
 		results = append(results, got)
+		login, err := s.BBox(ctx, box.MinLat, box.MinLng, box.MaxLat, box.MaxLng, t0, to, "login")
+		if err != nil || login.Events != wantLogins || relErr(login.UniqueUsers, wantLoginUsers) > hllBound {
+			t.Errorf("%s: type login: %+v, %v; want %d events, about %d users", name, login, err, wantLogins, wantLoginUsers)
+		}
+		logins = append(logins, login)
 		one, err := s.Cell(ctx, oneCell, t0, to, "")
 		if err != nil || relErr(one.UniqueUsers, wantCellUsers) > hllBound {
 			t.Errorf("%s: cell %s: %+v, %v; want about %d users", name, oneCell, one, err, wantCellUsers)
 		}
 	}
-	for _, got := range results[1:] {
-		if got.UniqueUsers != results[0].UniqueUsers || got.Events != results[0].Events {
-			t.Errorf("the ways disagree: %+v and %+v", got, results[0])
+	for i := 1; i < len(results); i++ {
+		if results[i].UniqueUsers != results[0].UniqueUsers || results[i].Events != results[0].Events {
+			t.Errorf("the ways disagree: %+v and %+v", results[i], results[0])
+		}
+		if logins[i].UniqueUsers != logins[0].UniqueUsers || logins[i].Events != logins[0].Events {
+			t.Errorf("the ways disagree on type login: %+v and %+v", logins[i], logins[0])
 		}
 	}
 	for name, cl := range map[string]rueidis.Client{"server": c, "cluster": cc} {
