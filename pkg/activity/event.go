@@ -2,7 +2,7 @@
 // values of the topk.activity topic, and decodes, validates and encodes it.
 // A record that is not a valid event is never dropped silently: Decode and
 // Validate return a *events.RejectError whose Reason is a stable label, the
-// same labels as the channel pipeline's plus the three below.
+// same labels as the channel pipeline's plus the four below.
 //
 // Which fields each view needs: the per-user counters use user_id, type and
 // ts; the geo cells also lat and lng; the raw event store keeps everything,
@@ -52,14 +52,19 @@ const (
 	// ReasonInvalidType: type is longer than MaxTypeBytes or has a byte
 	// outside [a-z0-9_.-].
 	ReasonInvalidType events.Reason = "invalid_type"
+	// ReasonInvalidID: user_id or event_id has a control character (see
+	// CheckUserID).
+	ReasonInvalidID events.Reason = "invalid_id"
 )
 
 // Event is one user activity event: one JSON object per record value, e.g.
 //
 //	{"event_id":"e-1","user_id":"u42","type":"login","ts":1764476800123,"lat":37.77,"lng":-122.42,"metadata":{"app":"ios"}}
 type Event struct {
+	// EventID is optional; when set, the same rule as UserID's applies,
+	// with MaxEventIDBytes.
 	EventID string `json:"event_id,omitempty"`
-	// UserID is required: non-empty, at most MaxUserIDBytes, valid UTF-8.
+	// UserID is required: see CheckUserID.
 	UserID string `json:"user_id"`
 	// Type is required: 1 to MaxTypeBytes bytes of [a-z0-9_.-]. It appears
 	// in Redis hash fields ("<type>:<minute>"), whose ':' and the all-types
@@ -157,7 +162,7 @@ func coordinate(field string, v json.RawMessage) (*float64, error) {
 // Validate checks an event built in Go (the collection API) with the same
 // rules Decode applies; errors are *events.RejectError.
 func (e Event) Validate() error {
-	if err := checkID("user_id", e.UserID, MaxUserIDBytes, true); err != nil {
+	if err := CheckUserID(e.UserID); err != nil {
 		return err
 	}
 	if e.Type == "" {
@@ -166,7 +171,7 @@ func (e Event) Validate() error {
 	if err := CheckType(e.Type); err != nil {
 		return err
 	}
-	if err := checkID("event_id", e.EventID, MaxEventIDBytes, false); err != nil {
+	if err := CheckEventID(e.EventID); err != nil {
 		return err
 	}
 	if e.TS <= 0 {
@@ -207,6 +212,23 @@ func CheckType(typ string) error {
 	return nil
 }
 
+// CheckUserID reports a user id that can never exist: one every part of
+// the activity path (the collection API and its GET and DELETE routes, both
+// consumers, the counters and the raw store) refuses alike. A user id is 1
+// to MaxUserIDBytes bytes of valid UTF-8 without U+FFFD and without control
+// characters (U+0000 to U+001F and U+007F); any other character goes.
+//
+// Why no control characters: PostgreSQL text cannot hold U+0000 at all
+// (the raw store would refuse the event forever), and the rest cannot be
+// typed, printed or logged faithfully, so no real id needs them. Errors
+// are *events.RejectError (missing_field, id_too_long, invalid_utf8,
+// invalid_id).
+func CheckUserID(id string) error { return checkID("user_id", id, MaxUserIDBytes, true) }
+
+// CheckEventID is CheckUserID's rule for an event id, which may be empty
+// (none) and has MaxEventIDBytes.
+func CheckEventID(id string) error { return checkID("event_id", id, MaxEventIDBytes, false) }
+
 func checkID(field, id string, limit int, required bool) error {
 	switch {
 	case id == "" && required:
@@ -217,6 +239,13 @@ func checkID(field, id string, limit int, required bool) error {
 		// encoding/json turns lone surrogate escapes (\ud800) into U+FFFD,
 		// which would merge distinct ids.
 		return events.Reject(events.ReasonInvalidUTF8, "%s is not valid UTF-8 or contains U+FFFD", field)
+	}
+	// Byte by byte is exact: in UTF-8 every byte of a multi-byte character
+	// is 0x80 or above, so a byte below 0x20 or 0x7F is that character.
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; c < 0x20 || c == 0x7f {
+			return events.Reject(ReasonInvalidID, "%s %.40q has control character U+%04X at byte %d (ids are UTF-8 without control characters)", field, id, c, i)
+		}
 	}
 	return nil
 }

@@ -32,6 +32,13 @@ func TestDecodeValid(t *testing.T) {
 			activity.Event{UserID: "u", Type: "a_b-c.9", TS: 5}},
 		{"unicode user", `{"user_id":"\u00e9l\u00e8ve}%","type":"t","ts":5}`,
 			activity.Event{UserID: "élève}%", Type: "t", TS: 5}},
+		// Only C0 controls and DEL are refused: the C1 range, spaces and
+		// punctuation are characters like any other.
+		{"C1 control and spaces in user", `{"user_id":"a\u0080 b\u00a0~","type":"t","ts":5}`,
+			activity.Event{UserID: "a\u0080 b\u00a0~", Type: "t", TS: 5}},
+		// An escaped NUL in metadata is JSON text, not a NUL byte: kept.
+		{"escaped NUL in metadata", `{"user_id":"u","type":"t","ts":5,"metadata":{"n":"\u0000"}}`,
+			activity.Event{UserID: "u", Type: "t", TS: 5, Metadata: json.RawMessage(`{"n":"\u0000"}`)}},
 		{"longest ids and type", `{"user_id":"` + strings.Repeat("u", 128) + `","event_id":"` + strings.Repeat("e", 128) +
 			`","type":"` + strings.Repeat("t", 64) + `","ts":5}`,
 			activity.Event{UserID: strings.Repeat("u", 128), EventID: strings.Repeat("e", 128), Type: strings.Repeat("t", 64), TS: 5}},
@@ -98,6 +105,14 @@ func TestDecodeRejects(t *testing.T) {
 		{"lng out of range", `{` + ok + `,"lat":0,"lng":-180.5}`, activity.ReasonInvalidCoordinates},
 		{"coordinate overflows", `{` + ok + `,"lat":1e400,"lng":0}`, activity.ReasonInvalidCoordinates},
 		{"metadata too large", `{` + ok + `,"metadata":{"p":"` + strings.Repeat("x", activity.MaxMetadataBytes) + `"}}`, activity.ReasonMetadataTooLarge},
+		// Issue 14, 1: PostgreSQL cannot store a NUL, and the archive
+		// retried such a record forever.
+		{"NUL in user", `{"user_id":"x\u0000","type":"t","ts":5}`, activity.ReasonInvalidID},
+		{"NUL in event id", `{` + ok + `,"event_id":"e\u0000"}`, activity.ReasonInvalidID},
+		{"tab in user", `{"user_id":"a\tb","type":"t","ts":5}`, activity.ReasonInvalidID},
+		{"unit separator in user", `{"user_id":"a\u001fb","type":"t","ts":5}`, activity.ReasonInvalidID},
+		{"DEL in user", `{"user_id":"a\u007f","type":"t","ts":5}`, activity.ReasonInvalidID},
+		{"newline in event id", `{` + ok + `,"event_id":"\n"}`, activity.ReasonInvalidID},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -126,6 +141,8 @@ func TestValidateRejects(t *testing.T) {
 		{"no ts", func(e *activity.Event) { e.TS = 0 }, events.ReasonMissingField},
 		{"bad utf8 user", func(e *activity.Event) { e.UserID = "a\xffb" }, events.ReasonInvalidUTF8},
 		{"bad utf8 event id", func(e *activity.Event) { e.EventID = "a\xc3" }, events.ReasonInvalidUTF8},
+		{"NUL in user", func(e *activity.Event) { e.UserID = "x\x00" }, activity.ReasonInvalidID},
+		{"escape in event id", func(e *activity.Event) { e.EventID = "\x1b[31m" }, activity.ReasonInvalidID},
 		{"user too long", func(e *activity.Event) { e.UserID = strings.Repeat("é", 65) }, events.ReasonIDTooLong},
 		{"type with space", func(e *activity.Event) { e.Type = "page view" }, activity.ReasonInvalidType},
 		{"NaN lat", func(e *activity.Event) { e.Lat, e.Lng = f64(math.NaN()), f64(0) }, activity.ReasonInvalidCoordinates},
@@ -153,6 +170,31 @@ func TestValidateRejects(t *testing.T) {
 				t.Fatalf("Decode accepted the encoding of an invalid event: %s", e.Encode())
 			}
 		})
+	}
+}
+
+// TestCheckUserID: the one rule for user ids that the API's routes, both
+// consumers and both stores apply (issue 14, 1).
+func TestCheckUserID(t *testing.T) {
+	for _, id := range []string{"u", "élève/3 }", "a b", "\u0080", "😀", strings.Repeat("u", activity.MaxUserIDBytes)} {
+		if err := activity.CheckUserID(id); err != nil {
+			t.Errorf("CheckUserID(%q) = %v", id, err)
+		}
+	}
+	for id, want := range map[string]events.Reason{
+		"": events.ReasonMissingField,
+		strings.Repeat("u", activity.MaxUserIDBytes+1): events.ReasonIDTooLong,
+		"a\xff":   events.ReasonInvalidUTF8,
+		"a\ufffd": events.ReasonInvalidUTF8,
+		"x\x00":   activity.ReasonInvalidID,
+		"\x01":    activity.ReasonInvalidID,
+		"a\r\n":   activity.ReasonInvalidID,
+		"\x1f":    activity.ReasonInvalidID,
+		"del\x7f": activity.ReasonInvalidID,
+	} {
+		if got := events.ReasonOf(activity.CheckUserID(id)); got != want {
+			t.Errorf("CheckUserID(%q) reason = %q, want %q", id, got, want)
+		}
 	}
 }
 

@@ -447,10 +447,14 @@ func (a *Activity) backendError(w http.ResponseWriter, err error, backend string
 	writeError(w, http.StatusServiceUnavailable, "cannot reach "+backend)
 }
 
-// checkUser answers 400 for a bad user id.
+// checkUser answers 400 for a user id that can never exist
+// (activity.CheckUserID): no event with it is accepted, counted or stored,
+// so there is nothing to read or delete, and a store asked about it could
+// only fail (PostgreSQL refuses a NUL outright).
 func checkUser(w http.ResponseWriter, user string) bool {
-	if user == "" || len(user) > activity.MaxUserIDBytes {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("user id must be 1 to %d bytes", activity.MaxUserIDBytes))
+	if err := activity.CheckUserID(user); err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("user id must be 1 to %d bytes of UTF-8 without control characters, so no user has this one: %v",
+			activity.MaxUserIDBytes, err))
 		return false
 	}
 	return true

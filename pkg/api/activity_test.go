@@ -516,6 +516,11 @@ func TestActivityCount(t *testing.T) {
 			{u1, "window=1h&type=*", "outside [a-z0-9_.-]"},
 			{u1, valid + "&type=" + strings.Repeat("t", 65), "type must be 1 to 64 bytes"},
 			{strings.Repeat("u", 129), "window=1h", "user id must be 1 to 128 bytes"},
+			// Issue 14, 1: ids that can never exist are the client's
+			// mistake (400), not a store's failure (503).
+			{"x\x00", "window=1h", "no user has this one: invalid_id: user_id \"x\\x00\" has control character U+0000"},
+			{"a\tb", valid, "control character U+0009"},
+			{"a\xffb", "window=1h", "invalid_utf8"},
 		} {
 			wantError(t, srv, countPath(tc.user, tc.q), http.StatusBadRequest, tc.want)
 		}
@@ -671,10 +676,15 @@ func TestActivityList(t *testing.T) {
 			{listPath(user, from, to, "&limit=-1"), "limit must be an integer in [1, 1000]"},
 			{listPath(user, from, to, "&limit=ten"), `limit must be an integer in [1, 1000], got "ten"`},
 			{listPath(strings.Repeat("u", 129), from, to, ""), "user id must be 1 to 128 bytes"},
+			// Issue 14, 1: PostgreSQL refuses a NUL outright, which
+			// answered 503; no such user can exist.
+			{listPath("x\x00", from, to, ""), "no user has this one: invalid_id"},
+			{listPath("\x7f", from, to, ""), "control character U+007F"},
 		} {
 			wantError(t, srv, tc.path, http.StatusBadRequest, tc.want)
 		}
 		wantSendError(t, srv, http.MethodDelete, "/v1/users/"+strings.Repeat("u", 129)+"/activity", nil, 400, "user id must be 1 to 128 bytes")
+		wantSendError(t, srv, http.MethodDelete, "/v1/users/x%00/activity", nil, 400, "no user has this one: invalid_id")
 	}
 	badParams()
 	if got := len(list(listPath(user, t0.Add(-day), t0, "&limit=1000")).Events); got != 4 {

@@ -449,8 +449,8 @@ func (s *Postgres) List(ctx context.Context, user string, from, to time.Time, cu
 
 // DeleteUser removes every stored event of user. See Store.DeleteUser.
 func (s *Postgres) DeleteUser(ctx context.Context, user string) (int64, error) {
-	if user == "" {
-		return 0, fmt.Errorf("rawstore.DeleteUser: %w: empty user id", ErrInvalid)
+	if err := checkUser(user); err != nil {
+		return 0, fmt.Errorf("rawstore.DeleteUser: %w", err)
 	}
 	tag, err := s.pool.Exec(ctx, "DELETE FROM "+tableName+" WHERE user_id = $1", user)
 	if err != nil {

@@ -497,6 +497,7 @@ func TestBadArguments(t *testing.T) {
 		{"cursor not base64", "u", from, to, "!!!", 10, ErrBadCursor, "bad cursor"},
 		{"cursor truncated", "u", from, to, good[:10], 10, ErrBadCursor, "bad cursor"},
 		{"cursor other version", "u", from, to, "AgAAAAAAAAAAAAAAAAAAAAAAdA", 10, ErrBadCursor, "bad cursor"},
+		{"NUL in user", "x\x00", from, to, "", 10, ErrInvalid, "invalid_id"},
 	} {
 		_, _, err := s.List(ctx, c.user, c.from, c.to, c.cursor, c.limit)
 		if !errors.Is(err, c.is) || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.says) {
@@ -516,6 +517,11 @@ func TestBadArguments(t *testing.T) {
 		{"negative offset", func(e *Event) { e.Offset = -1 }, "negative"},
 		{"lat only", func(e *Event) { e.Lat = f64(1) }, "lat and lng"},
 		{"bad metadata", func(e *Event) { e.Metadata = []byte("{") }, "not valid JSON"},
+		// Issue 14, 1: the ids activity.CheckUserID refuses, a NUL above
+		// all (PostgreSQL text cannot hold one).
+		{"NUL in user", func(e *Event) { e.UserID = "x\x00" }, "invalid_id"},
+		{"tab in user", func(e *Event) { e.UserID = "a\tb" }, "control character U+0009"},
+		{"NUL in event id", func(e *Event) { e.EventID = "e\x00" }, "invalid_id: event_id"},
 	}
 	for _, c := range bad {
 		e := ev("u", base, 0, 99)
@@ -535,6 +541,9 @@ func TestBadArguments(t *testing.T) {
 	}
 	if _, err := s.Retain(ctx, time.Time{}, 0); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("Retain(zero now) = %v, want ErrInvalid", err)
+	}
+	if _, err := s.DeleteUser(ctx, "x\x00"); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "invalid_id") {
+		t.Fatalf("DeleteUser(NUL id) = %v, want ErrInvalid (invalid_id)", err)
 	}
 }
 

@@ -25,6 +25,8 @@ import (
 	"fmt"
 	"time"
 	"unicode/utf8"
+
+	"github.com/topk-dev/topk/pkg/activity"
 )
 
 // Event is one stored activity event with the Kafka coordinates of the
@@ -99,9 +101,10 @@ var (
 
 // checkList validates List's arguments and decodes the cursor.
 func checkList(user string, from, to time.Time, cursor string, limit int) (int, *position, error) {
+	if err := checkUser(user); err != nil {
+		return 0, nil, err
+	}
 	switch {
-	case user == "":
-		return 0, nil, fmt.Errorf("%w: empty user id", ErrInvalid)
 	case from.IsZero() || to.IsZero():
 		return 0, nil, fmt.Errorf("%w: from and to are required", ErrInvalid)
 	case from.After(to):
@@ -123,13 +126,32 @@ func checkList(user string, from, to time.Time, cursor string, limit int) (int, 
 	return limit, pos, nil
 }
 
+// checkUser refuses a user id that can never exist (activity.CheckUserID):
+// none is stored, and PostgreSQL refuses some outright (a NUL), which
+// would look like a failing database instead of a bad argument.
+func checkUser(user string) error {
+	if user == "" {
+		return fmt.Errorf("%w: empty user id", ErrInvalid)
+	}
+	if err := activity.CheckUserID(user); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return nil
+}
+
 // checkEvent validates what the store relies on. The event's content was
-// validated upstream (pkg/activity); this only keeps the store consistent.
+// validated upstream (pkg/activity, whose id rules it applies again, so
+// that no caller can store an id the API and the consumers refuse); this
+// keeps the store consistent.
 func checkEvent(i int, e *Event) error {
 	var why string
 	switch {
 	case e.UserID == "":
 		why = "empty user id"
+	case activity.CheckUserID(e.UserID) != nil:
+		why = activity.CheckUserID(e.UserID).Error()
+	case activity.CheckEventID(e.EventID) != nil:
+		why = activity.CheckEventID(e.EventID).Error()
 	case e.Type == "":
 		why = "empty type"
 	case e.TS.IsZero():
