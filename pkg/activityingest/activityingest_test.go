@@ -28,6 +28,7 @@ type fixture struct {
 	users   *usercount.Store
 	cells   *geo.Store
 	raw     *rawstore.Postgres
+	dsn     string // the raw store's database
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -40,7 +41,8 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	raw, err := rawstore.Open(ctx, testenv.Postgres(t), rawstore.Options{})
+	dsn := testenv.Postgres(t)
+	raw, err := rawstore.Open(ctx, dsn, rawstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +50,7 @@ func newFixture(t *testing.T) *fixture {
 	if err := raw.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{t: t, brokers: k.ListenAddrs(), users: usercount.New(c, keys.New(""), usercount.Options{}), cells: cells, raw: raw}
+	return &fixture{t: t, brokers: k.ListenAddrs(), users: usercount.New(c, keys.New(""), usercount.Options{}), cells: cells, raw: raw, dsn: dsn}
 }
 
 func (f *fixture) client(opts ...kgo.Opt) *kgo.Client {

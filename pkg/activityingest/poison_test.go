@@ -14,12 +14,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/topk-dev/topk/pkg/activity"
 	"github.com/topk-dev/topk/pkg/activityingest"
 	"github.com/topk-dev/topk/pkg/api"
+	"github.com/topk-dev/topk/pkg/events"
 	"github.com/topk-dev/topk/pkg/ingest"
 	"github.com/topk-dev/topk/pkg/kafka"
 	"github.com/topk-dev/topk/pkg/rawstore"
@@ -276,5 +278,85 @@ func TestPoisonRecord(t *testing.T) {
 					header(r, "reason"), header(r, "error"), header(r, "source_partition"), header(r, "source_offset"), activity.ReasonInvalidID, poisonOffsets[i])
 			}
 		}
+	}
+}
+
+// TestStoreRejectedRecord (issue 14, 1, the safety net): a record that
+// passes validation but that the store still refuses for its content (here
+// a CHECK constraint an operator added: SQLSTATE 23514) is a permanent
+// error. The raw sink isolates the refused rows of the batch, the worker
+// dead-letters exactly those as store_rejected with PostgreSQL's message,
+// stores the rest and commits, so the group's lag returns to 0.
+func TestStoreRejectedRecord(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, f.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `ALTER TABLE raw_events ADD CONSTRAINT no_refused CHECK (event_id IS DISTINCT FROM 'refused')`); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().Truncate(time.Millisecond)
+	from, to := now.Truncate(time.Minute).Add(-10*time.Minute), now.Truncate(time.Minute).Add(2*time.Minute)
+	want := map[string][]activity.Event{}
+	var records []*kgo.Record
+	refused := map[string]bool{} // "<partition>/<offset>" of the refused records, filled in once produced
+	for i := range 300 {
+		ev := activity.Event{EventID: fmt.Sprintf("e-%d", i), UserID: fmt.Sprintf("user-%d", i%7), Type: "login", TS: now.UnixMilli() - int64(i)}
+		if i == 3 || i == 150 || i == 151 {
+			ev.EventID = "refused"
+		} else {
+			want[ev.UserID] = append(want[ev.UserID], ev)
+		}
+		records = append(records, &kgo.Record{Key: []byte(ev.UserID), Value: ev.Encode(), Timestamp: now})
+	}
+	cl := f.client(kgo.DefaultProduceTopic(activity.Topic))
+	for _, r := range cl.ProduceSync(ctx, records...) {
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		if strings.Contains(string(r.Record.Value), `"refused"`) {
+			refused[fmt.Sprintf("%d/%d", r.Record.Partition, r.Record.Offset)] = true
+		}
+	}
+	counters, err := activityingest.NewCounters(f.users, nil, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cw := f.start(activityingest.CountersGroup, activity.DLQTopic, counters)
+	rw := f.start(activityingest.RawGroup, activityingest.RawDLQTopic, activityingest.NewRaw(f.raw, 0))
+	f.waitNoLag(activityingest.CountersGroup, activityingest.RawGroup)
+	cw.stop()
+	rw.stop()
+
+	// The counters took every record (Redis had no reason to refuse any):
+	// only the raw store's three are missing from it.
+	if n := cw.w.Stats().Counted.Load(); n != 300 {
+		t.Errorf("counters: counted %d, want 300", n)
+	}
+	st := rw.w.Stats()
+	if got := st.RejectedBy(); st.Counted.Load() != 297 || got[events.ReasonStoreRejected] != 3 || st.Rejected.Load() != 3 {
+		t.Errorf("raw: stored %d, rejected %v; want 297 and 3 %s", st.Counted.Load(), got, events.ReasonStoreRejected)
+	}
+	ctxList := context.Background()
+	for user, evs := range want {
+		got, _, err := f.raw.List(ctxList, user, from, to, "", rawstore.MaxLimit)
+		if err != nil || len(got) != len(evs) {
+			t.Errorf("user %q: %d raw events (%v), want %d", user, len(got), err, len(evs))
+		}
+	}
+	for _, r := range f.deadLetters(activityingest.RawDLQTopic, 3) {
+		at := header(r, "source_partition") + "/" + header(r, "source_offset")
+		if !refused[at] || header(r, "reason") != string(events.ReasonStoreRejected) || !strings.Contains(header(r, "error"), "no_refused") ||
+			!strings.Contains(string(r.Value), `"refused"`) {
+			t.Errorf("dead letter from %s: reason %q, error %q, value %s; want one of the refused records, %s, naming the constraint",
+				at, header(r, "reason"), header(r, "error"), r.Value, events.ReasonStoreRejected)
+		}
+		delete(refused, at)
+	}
+	if len(refused) != 0 {
+		t.Errorf("refused records not dead-lettered: %v", refused)
 	}
 }

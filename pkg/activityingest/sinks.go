@@ -10,15 +10,22 @@
 //     idempotent by Kafka coordinates), unless it is older than the store
 //     keeps events.
 //
-// They judge records alike except for time: the counters take an event
-// only within the allowed lateness (as the channel pipeline does: a late
-// one goes to the dead-letter topic with reason "late"), while the raw
-// store keeps every event it can decode, late or not, since it is the
-// record of what happened.
+// They judge records alike (activity.Decode, whose id rules the stores
+// apply too) except for time: the counters take an event only within the
+// allowed lateness (as the channel pipeline does: a late one goes to the
+// dead-letter topic with reason "late"), while the raw store keeps every
+// event it can decode, late or not, since it is the record of what
+// happened.
+//
+// A record a store refuses for its content, though it passed validation,
+// is a permanent error: the sink reports it in ingest.Written.Refused and
+// the worker dead-letters it (store_rejected) instead of retrying the
+// batch forever.
 package activityingest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -96,6 +103,13 @@ func (s *Counters) Add(r *kgo.Record, arrived, _ time.Time) error {
 }
 
 // Write implements ingest.Sink: the user counters, then the geo cells.
+// It refuses no record (Written.Refused is empty): nothing of a valid
+// event can make Redis refuse it. The user id goes into key names and set
+// members, which are binary-safe, the type into hash fields only as
+// [a-z0-9_.-] (activity.CheckType), and every number is computed here.
+// Redis's errors (unreachable, OOM, NOPERM, a foreign key of the wrong
+// type) are the server's or the operator's, not a record's, so they are
+// retried until fixed rather than dead-lettering good events.
 func (s *Counters) Write(ctx context.Context) (ingest.Written, error) {
 	if !s.countsOK {
 		if err := s.users.Apply(ctx, s.counts); err != nil {
@@ -125,6 +139,7 @@ type Raw struct {
 	store   rawstore.Store
 	keep    time.Duration
 	pending []rawstore.Event
+	records []*kgo.Record // pending[i] came from records[i], for dead letters
 }
 
 // NewRaw returns the raw store's sink; it refuses events older than keep
@@ -151,18 +166,48 @@ func (s *Raw) Add(r *kgo.Record, arrived, _ time.Time) error {
 		Lat: ev.Lat, Lng: ev.Lng, Metadata: ev.Metadata,
 		Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
 	})
+	s.records = append(s.records, r)
 	return nil
 }
 
 // Write implements ingest.Sink. The store skips events it already has, and
-// does not say which, so a replay counts as written again.
+// does not say which, so a replay counts as written again. When the store
+// refuses the batch for the content of some event (rawstore.ErrInvalid:
+// permanent), Write finds the events at fault by halving the batch and
+// writing each half, down to single events: k bad events among n cost at
+// most 2k·log2(n) writes more. It stores every other event and returns the
+// bad ones as refused. Any other error fails the write, to be retried
+// whole (the store's writes are idempotent).
 func (s *Raw) Write(ctx context.Context) (ingest.Written, error) {
-	if err := s.store.Write(ctx, s.pending); err != nil {
+	refused, err := s.write(ctx, s.pending, s.records)
+	if err != nil {
 		return ingest.Written{}, err
 	}
-	w := ingest.Written{Counted: int64(len(s.pending))}
-	s.pending = nil
+	w := ingest.Written{Counted: int64(len(s.pending) - len(refused)), Refused: refused}
+	s.pending, s.records = nil, nil
 	return w, nil
+}
+
+func (s *Raw) write(ctx context.Context, evs []rawstore.Event, recs []*kgo.Record) ([]ingest.Refused, error) {
+	err := s.store.Write(ctx, evs)
+	switch {
+	case err == nil:
+		return nil, nil
+	case !errors.Is(err, rawstore.ErrInvalid):
+		return nil, err
+	case len(evs) == 1:
+		return []ingest.Refused{{Record: recs[0], Err: err}}, nil
+	}
+	mid := len(evs) / 2
+	a, err := s.write(ctx, evs[:mid], recs[:mid])
+	if err != nil {
+		return nil, err
+	}
+	b, err := s.write(ctx, evs[mid:], recs[mid:])
+	if err != nil {
+		return nil, err
+	}
+	return append(a, b...), nil
 }
 
 func (s *Raw) String() string { return "raw events to the raw event store" }

@@ -151,7 +151,8 @@ func activityArchiveCommand(env *Env) *cli.Command {
 		Name:  "archive",
 		Usage: "consume user activity events into the raw event store (PostgreSQL), and apply its retention",
 		Description: "Its own consumer group: every decodable event is stored once (late ones too), then\n" +
-			"offsets are committed. Every hour, days older than --raw-retention are dropped whole.",
+			"offsets are committed; an event the database refuses for good goes to the dead-letter topic.\n" +
+			"Every hour, days older than --raw-retention are dropped whole.",
 		Flags: flags,
 		Action: func(c *cli.Context) error {
 			log, err := newLogger(c, env)

@@ -60,6 +60,12 @@ const (
 	// ReasonUserCapped: the user already had the configured number of
 	// events counted in the event's minute (ingest --user-minute-cap).
 	ReasonUserCapped Reason = "user_minute_cap"
+	// ReasonStoreRejected: the record passed validation, but the store its
+	// consumer writes to refused it for its content, a permanent error
+	// (e.g. a PostgreSQL data exception or constraint violation), so no
+	// retry could ever write it (see ingest.Written.Refused). The
+	// dead letter's error header carries the store's message.
+	ReasonStoreRejected Reason = "store_rejected"
 )
 
 // RejectError is returned for a record that is not a valid event.

@@ -137,7 +137,7 @@ func Replay(ctx context.Context, cfg ReplayConfig) (*Stats, error) {
 		})
 		stalled := len(left) > 0 && time.Since(lastRecord) > cfg.Stall
 		if b.records >= cfg.BatchEvents || (!b.empty() && (len(left) == 0 || stalled)) {
-			if err := write(ctx, sink, b, stats, log); err != nil {
+			if err := write(ctx, sink, b, "", stats, log); err != nil {
 				return stats, fmt.Errorf("ingest.replay: %w", err)
 			}
 			stats.Flushes.Add(1)

@@ -18,9 +18,16 @@ type Sink interface {
 	// timestamp), now the worker's clock. A partition's records come in
 	// offset order, and every record is given, valid or not.
 	Add(r *kgo.Record, arrived, now time.Time) error
-	// Write makes the pending batch durable. After an error the worker
-	// calls it again, with the batch unchanged, until it succeeds (or the
-	// worker stops, leaving the batch uncommitted); success empties it.
+	// Write makes the pending batch durable. An error means a transient
+	// failure (the store unreachable, a timeout): the worker calls Write
+	// again, with the batch unchanged, until it succeeds (or the worker
+	// stops, leaving the batch uncommitted), so Write must be safe to
+	// repeat. Success empties the batch: every record was written, except
+	// those listed in Written.Refused, which the store can never accept
+	// (a permanent error, judged by the store where its error is returned).
+	// A sink must not return an error for such records, since retrying
+	// them would stall their partitions for good: it writes the others
+	// and lists those.
 	Write(ctx context.Context) (Written, error)
 	// String says what Write writes where, for the logs ("counts to
 	// Redis").
@@ -34,4 +41,15 @@ type Written struct {
 	// Recounted is the groups a replay split at a fence and counted again
 	// from the records after it.
 	Recounted int64
+	// Refused are the records of the batch that the store refused for
+	// their content, and never will accept (they are in neither count
+	// above). The worker sends them to the dead-letter topic with reason
+	// events.ReasonStoreRejected before it commits the batch's offsets.
+	Refused []Refused
+}
+
+// Refused is one record a Sink's store can never accept.
+type Refused struct {
+	Record *kgo.Record // as given to Add
+	Err    error       // the store's error, for the dead letter's error header
 }

@@ -301,33 +301,25 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 }
 
-// flush makes the batch durable in order: dead letters, counts, offsets.
-// It retries Redis and the dead-letter produce until they succeed or ctx
-// ends; a failed commit is only logged, since the records are then merely
+// flush makes the batch durable in order: dead letters, counts, the dead
+// letters of records the sink's store refused, offsets. It retries the
+// sink's write and the dead-letter produce until they succeed or ctx ends;
+// a failed commit is only logged, since the records are then merely
 // consumed again.
 func (w *Worker) flush(ctx context.Context, cl *kgo.Client, b *batch, log *slog.Logger) error {
 	began := time.Now()
-	dead := b.dead
-	if len(dead) > 0 {
-		if err := retry(ctx, log, "produce dead letters", nil, func() error {
-			var failed []*kgo.Record
-			var first error
-			for _, r := range cl.ProduceSync(ctx, dead...) {
-				if r.Err != nil {
-					failed = append(failed, r.Record)
-					if first == nil {
-						first = r.Err
-					}
-				}
-			}
-			dead = failed
-			return first
-		}); err != nil {
-			return err
-		}
+	if err := produceDead(ctx, cl, b.dead, log); err != nil {
+		return err
 	}
-
-	if err := write(ctx, w.cfg.Sink, b, &w.stats, log); err != nil {
+	n := len(b.dead)
+	if err := write(ctx, w.cfg.Sink, b, w.cfg.DLQTopic, &w.stats, log); err != nil {
+		return err
+	}
+	// The refused records are known only once the sink has written the
+	// rest. They are dead-lettered before the commit, so that a crash in
+	// between has the batch consumed again and refused again: nothing is
+	// committed that is neither written nor in the dead-letter topic.
+	if err := produceDead(ctx, cl, b.dead[n:], log); err != nil {
 		return err
 	}
 	w.lag.written(b.last)
@@ -344,9 +336,33 @@ func (w *Worker) flush(ctx context.Context, cl *kgo.Client, b *batch, log *slog.
 	return nil
 }
 
+// produceDead produces dead letters, retrying those that failed until all
+// are acknowledged or ctx ends.
+func produceDead(ctx context.Context, cl *kgo.Client, dead []*kgo.Record, log *slog.Logger) error {
+	if len(dead) == 0 {
+		return nil
+	}
+	return retry(ctx, log, "produce dead letters", nil, func() error {
+		var failed []*kgo.Record
+		var first error
+		for _, r := range cl.ProduceSync(ctx, dead...) {
+			if r.Err != nil {
+				failed = append(failed, r.Record)
+				if first == nil {
+					first = r.Err
+				}
+			}
+		}
+		dead = failed
+		return first
+	})
+}
+
 // write has the sink write the batch, retrying until it succeeds or ctx
-// ends, and adds the outcome to stats.
-func write(ctx context.Context, s Sink, b *batch, stats *Stats, log *slog.Logger) error {
+// ends, and adds the outcome to stats. The records the sink's store
+// refused for good join the batch's dead letters for dlqTopic, with reason
+// events.ReasonStoreRejected and the store's error.
+func write(ctx context.Context, s Sink, b *batch, dlqTopic string, stats *Stats, log *slog.Logger) error {
 	var w Written
 	if err := retry(ctx, log, "write "+s.String(), &stats.RedisErrors, func() (err error) {
 		w, err = s.Write(ctx)
@@ -358,6 +374,12 @@ func write(ctx context.Context, s Sink, b *batch, stats *Stats, log *slog.Logger
 	stats.Replayed.Add(w.Replayed)
 	if w.Replayed > 0 || w.Recounted > 0 {
 		log.Info("replayed records were already counted; skipped them", "events", w.Replayed, "recounted_groups", w.Recounted)
+	}
+	for _, rf := range w.Refused {
+		b.reject(rf.Record, events.Reject(events.ReasonStoreRejected, "%v", rf.Err), dlqTopic)
+	}
+	if len(w.Refused) > 0 {
+		log.Warn("the store refused records for good; they go to the dead-letter topic", "records", len(w.Refused), "first", w.Refused[0].Err)
 	}
 	stats.addRejected(b.rejected)
 	return nil

@@ -511,10 +511,12 @@ WHERE i.inhparent = $1::regclass`, tableName)
 	return dropped, nil
 }
 
-// wrapErr names the operation and marks connection failures and timeouts
-// with ErrUnavailable. Errors PostgreSQL itself returned (bad data, a
-// constraint) are not unavailability, except those that say the server is
-// going away or refusing connections.
+// wrapErr names the operation and classifies the error, once for every
+// caller: connection failures and timeouts are ErrUnavailable (transient);
+// the database refusing the data for its content is ErrRejected
+// (permanent: the same data fails the same way). Other errors PostgreSQL
+// returned (a missing table, a permission) are neither: not the data's
+// fault, and fixed by an operator, so callers retry them.
 func wrapErr(op string, err error) error {
 	if errors.Is(err, ErrInvalid) || errors.Is(err, context.Canceled) {
 		return fmt.Errorf("%s: %w", op, err)
@@ -525,6 +527,8 @@ func wrapErr(op string, err error) error {
 		case strings.HasPrefix(pgErr.Code, "08"), // connection exception
 			pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03", // shutting down, cannot connect now
 			pgErr.Code == "53300": // too many connections
+		case refusedData(pgErr):
+			return fmt.Errorf("%s: %w: %w", op, ErrRejected, err)
 		default:
 			return fmt.Errorf("%s: %w", op, err)
 		}
@@ -533,6 +537,22 @@ func wrapErr(op string, err error) error {
 		return fmt.Errorf("%s: %w: no answer before the deadline: %w", op, ErrUnavailable, err)
 	}
 	return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
+}
+
+// refusedData reports an error caused by the data itself: SQLSTATE class
+// 22 (data exception: a NUL in text, an invalid byte sequence, a value out
+// of range) or 23 (integrity constraint violation). Excepted: "no
+// partition of relation found for row" (23514), which is Retain dropping
+// a partition under a concurrent Write, and goes once the partition is
+// made again.
+func refusedData(e *pgconn.PgError) bool {
+	switch {
+	case strings.HasPrefix(e.Code, "22"):
+		return true
+	case strings.HasPrefix(e.Code, "23"):
+		return !(e.Code == "23514" && strings.Contains(e.Message, "no partition"))
+	}
+	return false
 }
 
 // partitions lists the day partitions, oldest first (for tests).

@@ -547,6 +547,47 @@ func TestBadArguments(t *testing.T) {
 	}
 }
 
+// TestWriteRefusedByDatabase: what PostgreSQL refuses for the data's sake
+// is ErrRejected (a permanent error, wrapping ErrInvalid, not
+// ErrUnavailable), classified where the error is returned, so the archive
+// consumer can tell it from an outage: here a CHECK constraint (SQLSTATE
+// 23514) and a time beyond PostgreSQL's range (class 22). The batch is
+// stored whole or not at all, and stores once the refused event is out.
+func TestWriteRefusedByDatabase(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := newDB(t)
+	s := openStore(t, dsn)
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `ALTER TABLE raw_events ADD CONSTRAINT no_refused CHECK (event_id IS DISTINCT FROM 'refused')`); err != nil {
+		t.Fatal(err)
+	}
+	good := []Event{ev("u", base, 0, 1), ev("u", base.Add(time.Second), 0, 2)}
+	refused := ev("u", base.Add(2*time.Second), 0, 3)
+	refused.EventID = "refused"
+	farOut := ev("u", time.Date(300000, 1, 1, 0, 0, 0, 0, time.UTC), 0, 4)
+	for name, bad := range map[string]Event{"check constraint": refused, "time out of range": farOut} {
+		err := s.Write(ctx, append(append([]Event{}, good...), bad))
+		if !errors.Is(err, ErrRejected) || !errors.Is(err, ErrInvalid) || errors.Is(err, ErrUnavailable) {
+			t.Errorf("%s: Write = %v, want ErrRejected (and ErrInvalid), not ErrUnavailable", name, err)
+		}
+		t.Logf("%s: %v", name, err)
+		if got, _ := listAll(t, s, "u", base.Add(-time.Hour), base.Add(time.Hour), 10); len(got) != 0 {
+			t.Fatalf("%s: %d events stored from a refused batch, want none", name, len(got))
+		}
+	}
+	if err := s.Write(ctx, good); err != nil {
+		t.Fatalf("Write without the refused event: %v", err)
+	}
+	if got, _ := listAll(t, s, "u", base.Add(-time.Hour), base.Add(time.Hour), 10); len(got) != 2 {
+		t.Fatalf("%d events stored, want 2", len(got))
+	}
+}
+
 // TestPostgresDown: a server that does not answer (paused with SIGSTOP) or
 // is stopped gives ErrUnavailable within the caller's deadline, not a hang,
 // from every method, while bad arguments are still reported as such.

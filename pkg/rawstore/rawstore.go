@@ -50,7 +50,13 @@ type Store interface {
 	// Partition, Offset) is already stored for its day is skipped, so a
 	// replayed batch, or a batch repeating an event, stores each once. Events
 	// may fall on any day; a day with no storage yet gets it on the spot.
-	// A batch is stored whole or not at all.
+	// A batch is stored whole or not at all. An error wrapping ErrInvalid
+	// (ErrRejected when the database itself refused the data) is
+	// permanent: some event of the batch can never be stored, and writing
+	// the same batch again fails the same way, while the other events can
+	// be stored without it (the archive consumer splits the batch to find
+	// the events at fault). Any other error is transient (ErrUnavailable:
+	// the database could not be reached or did not answer in time).
 	Write(ctx context.Context, events []Event) error
 
 	// List returns up to limit of user's events with from <= TS < to, newest
@@ -93,6 +99,11 @@ var (
 	// ErrBadCursor is List's error for a cursor it cannot read; it wraps
 	// ErrInvalid.
 	ErrBadCursor = fmt.Errorf("%w: bad cursor", ErrInvalid)
+	// ErrRejected wraps ErrInvalid for data the database refused for its
+	// content: a data exception (PostgreSQL SQLSTATE class 22, e.g. a NUL
+	// in text, a time out of range) or an integrity constraint violation
+	// (class 23, e.g. a CHECK an operator added). Retrying meets it again.
+	ErrRejected = fmt.Errorf("%w: refused by the database", ErrInvalid)
 	// ErrUnavailable is wrapped by errors that mean the database could not
 	// be reached or did not answer in time (an HTTP API answers them with
 	// 503).
