@@ -360,3 +360,78 @@ func TestStoreRejectedRecord(t *testing.T) {
 		t.Errorf("refused records not dead-lettered: %v", refused)
 	}
 }
+
+// TestFarFutureEvent (issue 14, 3): one time rule for both consumers. An
+// event stamped further ahead of its arrival than the allowed skew (50
+// years, or just past the 5 minutes) is too_far_in_future for the raw
+// archive as for the counters: dead-lettered by both, and no partition is
+// made for its day. Within the skew it is counted and archived; a late one
+// is archived only (the raw store keeps late events).
+func TestFarFutureEvent(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	now := time.Now().Truncate(time.Millisecond)
+	far := now.AddDate(50, 0, 0)
+	evs := []activity.Event{
+		{EventID: "far", UserID: "u-future", Type: "login", TS: far.UnixMilli()},
+		{EventID: "past-skew", UserID: "u-future", Type: "login", TS: now.Add(ingest.DefaultMaxSkew + time.Minute).UnixMilli()},
+		{EventID: "within-skew", UserID: "u-future", Type: "login", TS: now.Add(ingest.DefaultMaxSkew - time.Minute).UnixMilli()},
+		{EventID: "late", UserID: "u-future", Type: "login", TS: now.Add(-10 * time.Minute).UnixMilli()},
+	}
+	var records []*kgo.Record
+	for _, ev := range evs {
+		records = append(records, &kgo.Record{Key: []byte(ev.UserID), Value: ev.Encode(), Timestamp: now})
+	}
+	cl := f.client(kgo.DefaultProduceTopic(activity.Topic))
+	if err := cl.ProduceSync(ctx, records...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	counters, err := activityingest.NewCounters(f.users, nil, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cw := f.start(activityingest.CountersGroup, activity.DLQTopic, counters)
+	rw := f.start(activityingest.RawGroup, activityingest.RawDLQTopic, activityingest.NewRaw(f.raw, 0))
+	f.waitNoLag(activityingest.CountersGroup, activityingest.RawGroup)
+	cw.stop()
+	rw.stop()
+
+	got, _, err := f.raw.List(ctx, "u-future", now.Add(-time.Hour), far.Add(time.Hour), "", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, e := range got {
+		ids = append(ids, e.EventID)
+	}
+	if strings.Join(ids, ",") != "within-skew,late" {
+		t.Errorf("archived %v, want within-skew and late", ids)
+	}
+	wantDead := map[string][]string{
+		activity.DLQTopic:          {"far", "past-skew", "late"},
+		activityingest.RawDLQTopic: {"far", "past-skew"},
+	}
+	for dlq, ids := range wantDead {
+		dead := f.deadLetters(dlq, len(ids))
+		for i, r := range dead {
+			ev, err := activity.Decode(r.Value)
+			reason := events.ReasonTooFarInFuture
+			if ids[i] == "late" {
+				reason = events.ReasonLate
+			}
+			if err != nil || ev.EventID != ids[i] || header(r, "reason") != string(reason) {
+				t.Errorf("%s: dead letter %d: %s, reason %q; want %s, %s", dlq, i, r.Value, header(r, "reason"), ids[i], reason)
+			}
+		}
+	}
+	conn, err := pgx.Connect(ctx, f.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var parts int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_inherits WHERE inhparent = 'raw_events'::regclass AND inhrelid::regclass::text = $1`,
+		"raw_events_"+far.UTC().Format("20060102")).Scan(&parts); err != nil || parts != 0 {
+		t.Errorf("partitions for the day 50 years ahead: %d (%v), want none", parts, err)
+	}
+}

@@ -11,11 +11,13 @@
 //     keeps events.
 //
 // They judge records alike (activity.Decode, whose id rules the stores
-// apply too) except for time: the counters take an event only within the
-// allowed lateness (as the channel pipeline does: a late one goes to the
-// dead-letter topic with reason "late"), while the raw store keeps every
-// event it can decode, late or not, since it is the record of what
-// happened.
+// apply too) except for lateness: the counters take an event only within
+// the allowed lateness (as the channel pipeline does: a late one goes to
+// the dead-letter topic with reason "late"), while the raw store keeps
+// late events, since it is the record of what happened, back to its
+// retention. The future side is one rule for both (ingest.TimeRule): an
+// event stamped further ahead of its arrival than the allowed skew is
+// too_far_in_future for each.
 //
 // A record a store refuses for its content, though it passed validation,
 // is a permanent error: the sink reports it in ingest.Written.Refused and
@@ -138,17 +140,35 @@ const ReasonBeyondRetention events.Reason = "beyond_retention"
 type Raw struct {
 	store   rawstore.Store
 	keep    time.Duration
+	rule    ingest.TimeRule // its future half: see Add
 	pending []rawstore.Event
 	records []*kgo.Record // pending[i] came from records[i], for dead letters
 }
 
 // NewRaw returns the raw store's sink; it refuses events older than keep
-// (0: rawstore.DefaultKeep) on arrival.
+// (0: rawstore.DefaultKeep) on arrival, and those more than the default
+// skew (ingest.DefaultMaxSkew) ahead of it. NewRawSkew takes the skew.
 func NewRaw(store rawstore.Store, keep time.Duration) *Raw {
+	s, err := NewRawSkew(store, keep, 0)
+	if err != nil {
+		panic(err) // the default skew is valid
+	}
+	return s
+}
+
+// NewRawSkew is NewRaw with the workers' maxSkew (0: the default), which
+// must be the counters' so that both consumers judge the future alike.
+func NewRawSkew(store rawstore.Store, keep, maxSkew time.Duration) (*Raw, error) {
 	if keep <= 0 {
 		keep = rawstore.DefaultKeep
 	}
-	return &Raw{store: store, keep: keep}
+	// The lateness is the counters' concern: the rule's future half alone
+	// is used, so any valid lateness (the default) does.
+	rule, err := ingest.NewTimeRule(0, maxSkew, usercount.DefaultMinuteRetention)
+	if err != nil {
+		return nil, err
+	}
+	return &Raw{store: store, keep: keep, rule: rule}, nil
 }
 
 // Add implements ingest.Sink.
@@ -160,6 +180,11 @@ func (s *Raw) Add(r *kgo.Record, arrived, _ time.Time) error {
 	if oldest := arrived.Add(-s.keep); ev.TS < oldest.UnixMilli() {
 		return events.Reject(ReasonBeyondRetention, "event time %s is more than %s before its arrival at %s: the raw store no longer keeps it",
 			time.UnixMilli(ev.TS).UTC().Format(time.RFC3339), s.keep, arrived.UTC().Format(time.RFC3339))
+	}
+	// Issue 14, 3: an event far ahead made a day partition that retention
+	// never reached; the counters already refused it.
+	if err := s.rule.CheckAhead(ev.TS, arrived); err != nil {
+		return err
 	}
 	s.pending = append(s.pending, rawstore.Event{
 		EventID: ev.EventID, UserID: ev.UserID, Type: ev.Type, TS: time.UnixMilli(ev.TS).UTC(),

@@ -150,9 +150,9 @@ func activityArchiveCommand(env *Env) *cli.Command {
 	return withConfig(&cli.Command{
 		Name:  "archive",
 		Usage: "consume user activity events into the raw event store (PostgreSQL), and apply its retention",
-		Description: "Its own consumer group: every decodable event is stored once (late ones too), then\n" +
-			"offsets are committed; an event the database refuses for good goes to the dead-letter topic.\n" +
-			"Every hour, days older than --raw-retention are dropped whole.",
+		Description: "Its own consumer group: every decodable event is stored once (late ones too, not those\n" +
+			"more than --max-skew ahead), then offsets are committed; an event the database refuses for good\n" +
+			"goes to the dead-letter topic. Every hour, days older than --raw-retention are dropped whole.",
 		Flags: flags,
 		Action: func(c *cli.Context) error {
 			log, err := newLogger(c, env)
@@ -173,7 +173,9 @@ func activityArchiveCommand(env *Env) *cli.Command {
 			if cs.dlq == "" {
 				cs.dlq = activityingest.RawDLQTopic
 			}
-			workers, err := newWorkers(c, cs, log, func() (ingest.Sink, error) { return activityingest.NewRaw(raw, c.Duration("raw-retention")), nil })
+			workers, err := newWorkers(c, cs, log, func() (ingest.Sink, error) {
+				return activityingest.NewRawSkew(raw, c.Duration("raw-retention"), c.Duration("max-skew"))
+			})
 			if err != nil {
 				return err
 			}

@@ -52,6 +52,14 @@ func (r TimeRule) Check(ts int64, arrived time.Time) error {
 		return events.Reject(events.ReasonLate, "event time %s arrived at %s, more than %s after its minute ended",
 			time.UnixMilli(ts).UTC().Format(time.RFC3339Nano), arrived.UTC().Format(time.RFC3339Nano), r.lateness)
 	}
+	return r.CheckAhead(ts, arrived)
+}
+
+// CheckAhead is the future half of Check alone: an event stamped further
+// ahead of its arrival than the allowed clock skew is too_far_in_future.
+// The raw event archive, which keeps late events, applies it, so that no
+// consumer of a topic keeps an event another refuses as from the future.
+func (r TimeRule) CheckAhead(ts int64, arrived time.Time) error {
 	if limit := arrived.Add(r.maxSkew); ts > limit.UnixMilli() {
 		return events.Reject(events.ReasonTooFarInFuture, "event time %s is more than %s ahead of its arrival at %s",
 			time.UnixMilli(ts).UTC().Format(time.RFC3339Nano), r.maxSkew, arrived.UTC().Format(time.RFC3339Nano))

@@ -58,7 +58,10 @@ import (
 // already sit in the default one), and its rows would escape Retain's
 // whole-partition drops. The cost of creating on demand: an event with an
 // absurd timestamp creates a partition of its own (which Retain drops if the
-// day is old); upstream validation (the lateness rule) keeps those rare.
+// day is old, never if it is ahead). So the archive consumer refuses events
+// stamped beyond the allowed clock skew ahead of their arrival, by the
+// counters' own time rule (activityingest.Raw), and those older on arrival
+// than the store keeps events.
 
 const (
 	tableName = "raw_events"
