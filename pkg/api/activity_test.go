@@ -554,7 +554,8 @@ func TestActivityCount(t *testing.T) {
 // TestActivityList: GET /v1/users/{id}/activity lists a user's raw events
 // in [from, to), newest first, pages walking every event once; DELETE
 // removes the user's raw events and counters and no one else's; bad
-// parameters answer 400; PostgreSQL (or Redis, for DELETE) down, 503.
+// parameters (an id that can never exist too) answer 400; PostgreSQL down,
+// 503, and for DELETE, a store down is a 503 saying what each store did.
 func TestActivityList(t *testing.T) {
 	pg := testenv.PostgresServer(t)
 	ctx := context.Background()
@@ -717,7 +718,9 @@ func TestActivityList(t *testing.T) {
 		}
 		return decodeAs[api.DeleteResponse](t, "DELETE "+path, body)
 	}
-	if res := del(user); res.UserID != user || res.RawEventsDeleted != 6 || res.CounterKeysDeleted < 3 {
+	done := api.StoreDeletion{Status: "deleted"}
+	if res := del(user); res.UserID != user || res.RawEventsDeleted != 6 || res.CounterKeysDeleted < 3 ||
+		!res.Complete || res.Counters != done || res.RawEvents != done || res.Error != "" {
 		t.Errorf("DELETE: %+v, want the 6 raw events and the counter keys (minute hashes of 4 hours at least, rollups, fence) deleted", res)
 	}
 	for _, q := range []string{window, "window=1h", "window=24h", "window=1m", "window=24h&type=login"} {
@@ -735,8 +738,8 @@ func TestActivityList(t *testing.T) {
 	if n := countOf(other, window); n != 3 {
 		t.Errorf("the other user after DELETE: count %d, want 3", n)
 	}
-	if res := del(user); res.RawEventsDeleted != 0 || res.CounterKeysDeleted != 0 {
-		t.Errorf("DELETE again: %+v, want nothing deleted", res)
+	if res := del(user); res.RawEventsDeleted != 0 || res.CounterKeysDeleted != 0 || !res.Complete {
+		t.Errorf("DELETE again: %+v, want nothing deleted, complete", res)
 	}
 
 	t.Run("not configured", func(t *testing.T) {
@@ -749,11 +752,29 @@ func TestActivityList(t *testing.T) {
 		}
 	})
 
-	// Redis down: DELETE cannot remove the counters.
+	// delFailed is a DELETE that did not complete: 503 and what each
+	// store did.
+	delFailed := func(user string) api.DeleteResponse {
+		t.Helper()
+		path := "/v1/users/" + url.PathEscape(user) + "/activity"
+		code, body := send(t, srv, http.MethodDelete, path, nil)
+		if code != http.StatusServiceUnavailable {
+			t.Fatalf("DELETE %s: %d %s, want 503", path, code, body)
+		}
+		return decodeAs[api.DeleteResponse](t, "DELETE "+path, body)
+	}
+	failed := func(backend string) api.StoreDeletion {
+		return api.StoreDeletion{Status: "failed", Error: backend + " refused or did not answer (the server's log has its error)"}
+	}
+	// Redis down: DELETE cannot remove the counters, and still removes the
+	// raw events, and says so.
 	if err := r.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	wantSendError(t, srv, http.MethodDelete, "/v1/users/"+other+"/activity", nil, 503, "cannot reach Redis")
+	if res := delFailed(other); res.Complete || res.Counters != failed("Redis") || res.RawEvents != done || res.RawEventsDeleted != 3 ||
+		res.Error != "the user's counters may not be deleted; send the DELETE again" {
+		t.Errorf("DELETE with Redis down: %+v", res)
+	}
 
 	// PostgreSQL down.
 	if err := pg.Stop(); err != nil {
@@ -770,7 +791,10 @@ func TestActivityList(t *testing.T) {
 		})
 		t.Run("delete", func(t *testing.T) {
 			t.Parallel()
-			wantSendError(t, srv, http.MethodDelete, "/v1/users/"+other+"/activity", nil, 503, "cannot reach PostgreSQL")
+			if res := delFailed(other); res.Complete || res.Counters != failed("Redis") || res.RawEvents != failed("PostgreSQL") ||
+				res.Error != "the user's counters and raw events may not be deleted; send the DELETE again" {
+				t.Errorf("DELETE with both stores down: %+v", res)
+			}
 		})
 	})
 	// Parameters are checked before PostgreSQL is asked.

@@ -377,11 +377,16 @@ func activityDeleteCommand(env *Env) *cli.Command {
 		&cli.StringFlag{Name: "user", Required: true, Usage: "user id"}}
 	flags = append(flags, logFlags("warn")...)
 	return withConfig(&cli.Command{
-		Name:        "delete",
-		Usage:       "delete a user's raw events and activity counters (privacy); geo aggregates stay",
-		Description: "Stop producing the user's events first: a record consumed after the delete counts again.",
-		Flags:       flags,
+		Name:  "delete",
+		Usage: "delete a user's raw events and activity counters (privacy); geo aggregates stay",
+		Description: "Stop producing the user's events first: a record consumed after the delete counts again.\n" +
+			"Each store's delete is tried even if the other's fails; run the same delete again to finish the job.",
+		Flags: flags,
 		Action: serviceAction(env, func(c *cli.Context, st *store.Store, _ *slog.Logger) error {
+			user := c.String("user")
+			if err := activity.CheckUserID(user); err != nil {
+				return cli.Exit(fmt.Sprintf("no user can have this id: %v", err), exitUsage)
+			}
 			users, _, err := activityStores(c, st)
 			if err != nil {
 				return err
@@ -391,16 +396,21 @@ func activityDeleteCommand(env *Env) *cli.Command {
 				return err
 			}
 			defer raw.Close()
-			n, err := raw.DeleteUser(c.Context, c.String("user"))
-			if err != nil {
-				return cli.Exit(fmt.Sprintf("cannot delete from the raw event store: %v", err), 1)
+			// Each store on its own, as DELETE /v1/users/{id}/activity
+			// does: one failing does not keep the other from its part.
+			k, cerr := users.DeleteUser(c.Context, user)
+			n, rerr := raw.DeleteUser(c.Context, user)
+			if cerr == nil && rerr == nil {
+				fmt.Fprintf(env.Out, "deleted %d raw events and %d counter keys of %s\n", n, k, user)
+				return nil
 			}
-			k, err := users.DeleteUser(c.Context, c.String("user"))
-			if err != nil {
-				return cli.Exit(fmt.Sprintf("raw events deleted (%d), but not the counters: %v", n, err), 1)
+			report := func(what string, deleted int64, err error) string {
+				if err != nil {
+					return what + ": not deleted (" + err.Error() + ")"
+				}
+				return fmt.Sprintf("%s: %d deleted", what, deleted)
 			}
-			fmt.Fprintf(env.Out, "deleted %d raw events and %d counter keys of %s\n", n, k, c.String("user"))
-			return nil
+			return cli.Exit(fmt.Sprintf("%s; %s. Run the delete again to finish it", report("counter keys", int64(k), cerr), report("raw events", n, rerr)), 1)
 		}),
 	})
 }

@@ -91,6 +91,8 @@ func TestActivityCommands(t *testing.T) {
 		{"activity", "count", "--redis", r.Addr(), "--user", "u", "--window", "1h", "--type", "Bad:Type"},
 		{"activity", "check", "--redis", r.Addr(), "--user", "u", "--limit", "0"},
 		{"activity", "list", "--user", "u"},
+		// No user can have a control character in its id (issue 14, 1).
+		{"activity", "delete", "--redis", r.Addr(), "--postgres", pg, "--user", "a\tb"},
 	} {
 		_, _, err := runCLI(t, args...)
 		if code := exitCode(t, err); code != 2 {

@@ -368,19 +368,45 @@ func (s *Store) Allow(ctx context.Context, user, typ string, limit int64, window
 
 // DeleteUser removes every activity counter of the user (privacy) and
 // returns how many keys it removed. The keys are found from the user's
-// watermark (the first and last hour it ever had counts in), not by SCAN:
-// the minute hashes of those hours that can still exist, the hour and day
-// rollups of their days, the watermark and the fence, in one atomic script
-// (activity_delete.lua); then the user leaves the rollup work lists of
-// those hours. A batch applied later counts again (the fence is gone too,
-// so a replay of older records would also count: the caller deletes the
-// raw events and stops feeding the user's records first).
+// watermark (the first and last hour it ever had counts in), not by SCAN.
+// First the user leaves the rollup work lists of those hours, then one
+// atomic script (activity_delete.lua) removes the minute hashes of those
+// hours that can still exist, the hour and day rollups of their days, the
+// watermark and the fence. In that order because the script removes the
+// watermark: whatever step fails, the watermark is still there for a
+// second call, which finishes the job (every step is idempotent; until
+// then the hours left off the work lists are not rolled up, which only
+// matters to counts being deleted). A batch applied concurrently or later
+// counts again (the fence is gone too, so a replay of older records would
+// also count: the caller deletes the raw events and stops feeding the
+// user's records first), and may leave the user on a work list, which the
+// rollup empties.
 func (s *Store) DeleteUser(ctx context.Context, user string) (int, error) {
 	uk := s.keys.User(user)
 	// Expiry is Redis's real clock, so the bounds use real time.
 	now := time.Now()
 	oldestHour := floorDiv(now.Add(-s.opts.MinuteRetention).Unix(), 3600) - 1
 	oldestDay := floorDiv(now.Add(-s.opts.RollupRetention).Unix(), 86400) - keys.UserDayBlock
+	marks, err := s.c.Do(ctx, s.c.B().Hmget().Key(uk.Roll()).Field("f", "l").Build()).ToArray()
+	if err != nil {
+		return 0, fmt.Errorf("usercount.delete_user: watermark: %w", err)
+	}
+	if len(marks) != 2 {
+		return 0, fmt.Errorf("usercount.delete_user: %w: HMGET replied %d values", ErrBadReply, len(marks))
+	}
+	f, ferr := marks[0].AsInt64()
+	l, lerr := marks[1].AsInt64()
+	if ferr == nil && lerr == nil {
+		var cmds rueidis.Commands
+		for h := max(f, oldestHour); h <= l; h++ {
+			cmds = append(cmds, s.c.B().Srem().Key(s.keys.ActiveUsers(h)).Member(user).Build())
+		}
+		for _, r := range s.c.DoMulti(ctx, cmds...) {
+			if err := r.Error(); err != nil {
+				return 0, fmt.Errorf("usercount.delete_user: work list: %w", err)
+			}
+		}
+	}
 	reply, err := lua.ActivityDelete.Exec(ctx, s.c, []string{uk.Roll(), uk.Fence()},
 		[]string{strconv.FormatInt(oldestHour, 10), strconv.FormatInt(oldestDay, 10)}).AsIntSlice()
 	if err != nil {
@@ -389,17 +415,5 @@ func (s *Store) DeleteUser(ctx context.Context, user string) (int, error) {
 	if len(reply) != 3 {
 		return 0, fmt.Errorf("usercount.delete_user: %w: %v", ErrBadReply, reply)
 	}
-	removed, f, l := int(reply[0]), reply[1], reply[2]
-	if f >= 0 {
-		var cmds rueidis.Commands
-		for h := max(f, oldestHour); h <= l; h++ {
-			cmds = append(cmds, s.c.B().Srem().Key(s.keys.ActiveUsers(h)).Member(user).Build())
-		}
-		for _, r := range s.c.DoMulti(ctx, cmds...) {
-			if err := r.Error(); err != nil {
-				return removed, fmt.Errorf("usercount.delete_user: work list: %w", err)
-			}
-		}
-	}
-	return removed, nil
+	return int(reply[0]), nil
 }
