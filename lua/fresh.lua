@@ -62,26 +62,30 @@ local function scores(key, members)
   return out
 end
 
--- top_of returns key's top n members as {member, count} (with every member
--- tied with the n-th, up to 4n), and the highest count of every member it
--- leaves out (0: none left out).
-local function top_of(key, n)
+-- top_of returns key's top n members as {member, count} and the highest
+-- count of every member it leaves out (0: none left out). With ties, it
+-- also returns up to 4n members tied with the n-th, so that a tie at the
+-- cut does not make an exact ranking look inexact.
+local function top_of(key, n, ties)
   local top = pairs_of(redis.call('ZRANGE', key, 0, n - 1, 'REV', 'WITHSCORES'))
   if #top < n then
     return top, 0
   end
   local last = top[#top][2]
-  local ties = pairs_of(redis.call('ZRANGE', key, last, last, 'BYSCORE', 'REV', 'WITHSCORES', 'LIMIT', 0, 4 * n))
+  if not ties then
+    return top, last
+  end
+  local tied = pairs_of(redis.call('ZRANGE', key, last, last, 'BYSCORE', 'REV', 'WITHSCORES', 'LIMIT', 0, 4 * n))
   local seen = {}
   for _, e in ipairs(top) do
     seen[e[1]] = true
   end
-  for _, e in ipairs(ties) do
+  for _, e in ipairs(tied) do
     if not seen[e[1]] then
       top[#top + 1] = e
     end
   end
-  if #ties >= 4 * n then
+  if #tied >= 4 * n then
     return top, last -- more ties than taken: the rest may equal the last
   end
   local after = redis.call('ZRANGE', key, '(' .. last, '-inf', 'BYSCORE', 'REV', 'WITHSCORES', 'LIMIT', 0, 1)
@@ -177,7 +181,7 @@ for i = 1, #KEYS, 3 do
   -- outside all of them has at most the sum of their rests.
   local hour_cands, hour_rest = {}, 0
   for _, key in ipairs(heads) do
-    local top, rest = top_of(key, c)
+    local top, rest = top_of(key, k, false)
     for _, e in ipairs(top) do
       hour_cands[#hour_cands + 1] = e[1]
     end
@@ -231,7 +235,7 @@ for i = 1, #KEYS, 3 do
       end
       -- A member outside the candidates had at most the sum's rest, or
       -- next if the sum was cut without it.
-      local top, sum_rest = top_of(sum, c)
+      local top, sum_rest = top_of(sum, c, true)
       sum_rest = math.max(sum_rest, sum_next)
       local members, seen, sumof = {}, {}, {}
       for _, e in ipairs(top) do
@@ -256,7 +260,7 @@ for i = 1, #KEYS, 3 do
         end
       end
       read_head(members)
-      local cand = {}
+      local cand, lows = {}, {}
       for _, m in ipairs(members) do
         local s, lo, hi = sumof[m], 0, 0
         if s then
@@ -278,18 +282,36 @@ for i = 1, #KEYS, 3 do
         end
         count = math.max(count, lo)
         cand[m] = { count = count, lo = lo, hi = math.max(hi, count) }
+        lows[m] = lo
       end
       local rest = 0
       if sum_rest + slack + hour_rest > 0 then
         rest = sum_rest + slack + hour_rest
       end
+      -- The k-th highest lowest count among the sum's top members: a
+      -- candidate whose highest count is below it cannot be an entry, so
+      -- it is left out of the sort (its highest count joins rest).
+      local los = {}
+      for _, e in ipairs(top) do
+        los[#los + 1] = cand[e[1]].lo
+      end
+      if #los >= k then
+        table.sort(los, function(a, b) return a > b end)
+        local floor_lo = los[k]
+        for m, e in pairs(cand) do
+          if e.hi < floor_lo then
+            cand[m] = nil
+            rest = math.max(rest, e.hi) -- it still bounds what is left out
+          end
+        end
+      end
       counts[#counts + 1] = cache(base, name, cand, rest, first_ms)
       -- The next window's candidates include this one's; its lowest
       -- counts carry over.
       shorter, lower = {}, {}
-      for m, e in pairs(cand) do
+      for m, lo in pairs(lows) do
         shorter[#shorter + 1] = m
-        lower[m] = e.lo
+        lower[m] = lo
       end
     end
   end

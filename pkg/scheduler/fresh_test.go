@@ -31,10 +31,11 @@ func freshSetup(t *testing.T, start time.Time) (*store.Store, *scheduler.Schedul
 // TestLongWindowsAsFreshAsTheHour: with the scheduler at its default
 // cadence (24h every minute, 7d and 30d every five), a workspace that
 // appears in the middle of a cadence period has its 24h, 7d, 30d and
-// all-time rankings at the very tick that gives it its hour ranking, equal
-// to it (all its events are inside the hour) and exact; a later burst is
-// in every window at the next tick too. Before, they appeared only at the
-// next pass of their cadence.
+// all-time rankings at the tick that gives it its hour ranking (the fresh
+// pass runs every DefaultFreshEvery, 5 s, and the last was 21 s before),
+// equal to it (all its events are inside the hour) and exact; a later
+// burst is in every window at the next such tick too. Before, they
+// appeared only at the next pass of their cadence.
 func TestLongWindowsAsFreshAsTheHour(t *testing.T) {
 	ctx := context.Background()
 	start := time.Now().UTC().Truncate(time.Hour).Add(72*time.Hour + 10*time.Minute) // in the future: nothing expires

@@ -54,6 +54,12 @@ const MaxInterval = 5 * time.Second
 // refreshes were missed.
 const StaleAfter = 2 * MaxInterval
 
+// DefaultFreshEvery is how often, by default, the long windows' rankings
+// take in the current hour: within a few seconds of the hour's ranking, at
+// a fifth of the Redis time a pass at every tick costs (fresh.lua reads
+// O(K) members per window and workspace).
+const DefaultFreshEvery = 5 * time.Second
+
 // DefaultCadence is how often each long window is refreshed by default.
 var DefaultCadence = map[string]time.Duration{
 	"24h": time.Minute,
@@ -81,9 +87,13 @@ type Params struct {
 	// Lateness is the ingest workers' allowed lateness (default
 	// window.DefaultLateness): a minute is rolled up once it has passed.
 	Lateness time.Duration
-	// Cadence is how often each long window is refreshed, by name; missing
-	// entries take DefaultCadence. An entry of 0 turns the window off.
+	// Cadence is how often each long window's sum of the hours before the
+	// current one is recomputed, by name; missing entries take
+	// DefaultCadence. An entry of 0 turns the window off.
 	Cadence map[string]time.Duration
+	// FreshEvery is how often the long windows' rankings take in the
+	// current hour (default DefaultFreshEvery): their freshness.
+	FreshEvery time.Duration
 	// Refresh recomputes the cached rankings of workspaces at now; default
 	// Store.Refresh. The benchmark's naive baseline, which keeps no running
 	// window sums, supplies the seed's union of buckets instead.
@@ -129,8 +139,10 @@ type Scheduler struct {
 	// and TickLong drains.
 	mu sync.Mutex
 	// fresh holds the workspaces whose hour ranking changed since TickLong
-	// last refreshed their long windows' current hour.
-	fresh map[string]struct{}
+	// last refreshed their long windows' current hour; lastFresh is when
+	// it last did (zero before).
+	fresh     map[string]struct{}
+	lastFresh time.Time
 	// lastClosed is the last minute rolled up; 0 before the first tick.
 	lastClosed int64
 	long       []*longState
@@ -194,6 +206,9 @@ func New(p Params) (*Scheduler, error) {
 	}
 	if p.Lateness == 0 {
 		p.Lateness = window.DefaultLateness
+	}
+	if p.FreshEvery <= 0 {
+		p.FreshEvery = DefaultFreshEvery
 	}
 	if p.Lateness < 0 || p.Lateness > p.Store.Window().Span() {
 		return nil, fmt.Errorf("scheduler: lateness %s out of range (0, %s]", p.Lateness, p.Store.Window().Span())
@@ -476,20 +491,17 @@ func (s *Scheduler) rollup(ctx context.Context, now time.Time) (int, error) {
 // TickLong refreshes the long windows at the clock's now and returns the
 // number of workspace rankings refreshed. Each window's sum of the hours
 // before the current one is recomputed at the window's cadence (and at
-// every new hour), for the workspaces whose counts changed since; then
-// every long window's ranking, that sum plus the current hour, is cached
-// for each workspace whose hour ranking changed since the last call, so
-// the long windows are as fresh as the hour's. It may run concurrently
-// with TickHour, not with itself.
+// every new hour), for the workspaces whose counts changed since; then,
+// every FreshEvery (and after any such pass), every long window's ranking,
+// that sum plus the current hour, is cached for each workspace whose hour
+// ranking changed since, so the long windows are within FreshEvery of the
+// hour's. It may run concurrently with TickHour, not with itself.
 func (s *Scheduler) TickLong(ctx context.Context) (int, error) {
 	if len(s.long) == 0 {
 		return 0, nil
 	}
 	now := s.p.Clock()
-	s.mu.Lock()
-	fresh := s.fresh
-	s.fresh = map[string]struct{}{}
-	s.mu.Unlock()
+	fresh := map[string]struct{}{}
 	wins := make([]window.Long, len(s.long))
 	for i, l := range s.long {
 		wins[i] = l.win
@@ -514,6 +526,15 @@ func (s *Scheduler) TickLong(ctx context.Context) (int, error) {
 		}
 		summed = append(summed, l)
 	}
+	if len(summed) == 0 && !s.lastFresh.IsZero() && now.Sub(s.lastFresh) < s.p.FreshEvery {
+		return 0, nil
+	}
+	s.mu.Lock()
+	for id := range s.fresh {
+		fresh[id] = struct{}{}
+	}
+	s.fresh = map[string]struct{}{}
+	s.mu.Unlock()
 	ids := make([]string, 0, len(fresh))
 	for id := range fresh {
 		ids = append(ids, id)
@@ -535,6 +556,7 @@ func (s *Scheduler) TickLong(ctx context.Context) (int, error) {
 	for _, l := range summed {
 		l.last = now
 	}
+	s.lastFresh = now
 	for _, w := range wins {
 		s.passes[w.Name].Store(now.UnixNano())
 	}
