@@ -2,8 +2,6 @@ package activityingest_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -67,51 +65,25 @@ func (f *fixture) client(opts ...kgo.Opt) *kgo.Client {
 // then stops it (it commits what it holds) and returns its stats.
 func (f *fixture) run(group, dlq string, sink ingest.Sink, n int64) *ingest.Stats {
 	f.t.Helper()
-	w, err := ingest.New(ingest.Config{
-		Kafka: kafka.Config{Brokers: f.brokers}, Topic: activity.Topic, Group: group, DLQTopic: dlq, Sink: sink,
-		BatchEvents: 700, BatchAge: 50 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
+	w := f.start(group, dlq, sink)
 	deadline := time.Now().Add(30 * time.Second)
-	for w.Stats().Consumed.Load() < n && time.Now().Before(deadline) {
+	for w.w.Stats().Consumed.Load() < n && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	// The last batch is written on the way out.
-	cancel()
-	if err := <-done; err != nil {
-		f.t.Fatal(err)
-	}
-	if got := w.Stats().Consumed.Load(); got != n {
+	w.stop()
+	if got := w.w.Stats().Consumed.Load(); got != n {
 		f.t.Fatalf("group %s consumed %d records, want %d", group, got, n)
 	}
-	return w.Stats()
+	return w.w.Stats()
 }
 
-// dead reads the reasons of the records in topic dlq.
+// dead reads the reasons of the want records in topic dlq.
 func (f *fixture) dead(dlq string, want int) map[events.Reason]int {
 	f.t.Helper()
-	cl := f.client(kgo.ConsumeTopics(dlq), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	out := map[events.Reason]int{}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for got := 0; got < want; {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			f.t.Fatalf("%s: %d dead letters, want %d", dlq, got, want)
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			for _, h := range r.Headers {
-				if h.Key == "reason" {
-					out[events.Reason(h.Value)]++
-				}
-			}
-			got++
-		})
+	for _, r := range f.deadLetters(dlq, want) {
+		out[events.Reason(header(r, "reason"))]++
 	}
 	return out
 }
