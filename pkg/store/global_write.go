@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -21,8 +20,8 @@ import (
 type shardCounts []map[int64][]weighted
 
 // byShard regroups counts by the shard of each item (keys.GlobalItem).
-// Each minute's items are sorted heaviest first (ties by id), so a call's
-// arguments do not depend on map order.
+// The items of a minute stay in map order: global_add.lua merges them as
+// one batch, whose result does not depend on their order.
 func (s *Store) byShard(counts Counts) shardCounts {
 	out := make(shardCounts, s.opts.Global.Shards)
 	for ws, byMinute := range counts {
@@ -35,16 +34,6 @@ func (s *Store) byShard(counts Counts) shardCounts {
 				}
 				out[sh][m] = append(out[sh][m], weighted{item, n})
 			}
-		}
-	}
-	for _, byMinute := range out {
-		for _, items := range byMinute {
-			sort.Slice(items, func(i, j int) bool {
-				if items[i].n != items[j].n {
-					return items[i].n > items[j].n
-				}
-				return items[i].item < items[j].item
-			})
 		}
 	}
 	return out
@@ -146,13 +135,7 @@ func (g *globalCalls) group(pi int, src Source, byMinute map[int64][]weighted) {
 	c := g.cur
 	c.parts = append(c.parts, pi)
 	c.args = append(c.args, src.Name, strconv.FormatInt(src.First, 10), strconv.FormatInt(src.Last, 10), strconv.Itoa(len(byMinute)))
-	minutes := make([]int64, 0, len(byMinute))
-	for m := range byMinute {
-		minutes = append(minutes, m)
-	}
-	sort.Slice(minutes, func(i, j int) bool { return minutes[i] < minutes[j] })
-	for _, m := range minutes {
-		items := byMinute[m]
+	for m, items := range byMinute {
 		c.keys = append(c.keys, g.gk.Summary(m), g.gk.Errors(m), g.gk.Events(m))
 		c.args = append(c.args, strconv.FormatInt(g.s.summaryExpireAt(m), 10), strconv.Itoa(len(items)))
 		for _, w := range items {
