@@ -35,7 +35,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -389,10 +391,7 @@ func (s *Scheduler) TickHour(ctx context.Context) (TickStats, error) {
 		}
 	}
 
-	ids := make([]string, 0, len(todo))
-	for id := range todo {
-		ids = append(ids, id)
-	}
+	ids := slices.Collect(maps.Keys(todo))
 	if err := s.p.Refresh(ctx, ids, now, s.p.K); err != nil {
 		return TickStats{}, fmt.Errorf("scheduler.tick: %w", err)
 	}
@@ -476,10 +475,7 @@ func (s *Scheduler) rollup(ctx context.Context, now time.Time) (int, error) {
 			}
 		}
 	}
-	ids := make([]string, 0, len(todo))
-	for id := range todo {
-		ids = append(ids, id)
-	}
+	ids := slices.Collect(maps.Keys(todo))
 	n, err := s.p.Store.Rollup(ctx, ids, closed)
 	if err != nil {
 		return n, err
@@ -535,10 +531,7 @@ func (s *Scheduler) TickLong(ctx context.Context) (int, error) {
 	}
 	s.fresh = map[string]struct{}{}
 	s.mu.Unlock()
-	ids := make([]string, 0, len(fresh))
-	for id := range fresh {
-		ids = append(ids, id)
-	}
+	ids := slices.Collect(maps.Keys(fresh))
 	err := s.p.Store.RefreshFresh(ctx, ids, now, s.p.K, wins)
 	if err == nil {
 		err = s.longGlobal.RefreshLong(ctx, now, s.p.K, wins)
@@ -593,14 +586,14 @@ func (s *Scheduler) dueSums(ctx context.Context, l *longState, now time.Time) ([
 		}
 		active, err := s.p.Store.ActiveSince(ctx, since)
 		if err != nil {
-			s.keepChanged(l, mapKeys(todo))
+			s.keepChanged(l, slices.Collect(maps.Keys(todo)))
 			return nil, false, fmt.Errorf("scheduler.tick_long %s: %w", l.win.Name, err)
 		}
 		for _, a := range active {
 			todo[a.ID] = struct{}{}
 		}
 	}
-	return mapKeys(todo), true, nil
+	return slices.Collect(maps.Keys(todo)), true, nil
 }
 
 // keepChanged puts ids back into window l's changed set, for the next pass.
@@ -619,12 +612,4 @@ func (s *Scheduler) keepFresh(ids map[string]struct{}) {
 	for id := range ids {
 		s.fresh[id] = struct{}{}
 	}
-}
-
-func mapKeys(m map[string]struct{}) []string {
-	out := make([]string, 0, len(m))
-	for id := range m {
-		out = append(out, id)
-	}
-	return out
 }
