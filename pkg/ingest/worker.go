@@ -10,8 +10,9 @@
 // records are consumed again. The counts are fenced per workspace and
 // partition (see store.Part), so that replay adds nothing twice: the effect
 // on per-workspace counts is exactly once. The global view's Space-Saving
-// summaries are fenced per shard and partition the same way. The dead-letter
-// topic is not fenced: a replay adds to it again (at-least-once). Rebalances are blocked while a batch is pending
+// summaries are fenced per shard and partition the same way. The
+// dead-letter topic is not fenced: a replay adds to it again
+// (at-least-once). Rebalances are blocked while a batch is pending
 // (franz-go's BlockRebalanceOnPoll), so a worker never commits for
 // partitions it lost.
 package ingest
