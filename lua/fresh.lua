@@ -23,17 +23,19 @@
 --
 -- Exactness. A long window W at hour H is its sum S (the hours before H)
 -- plus the current hour's counts C (h:<H> and the minute buckets of H not
--- folded yet). The candidates are the sum's top c members, the hour
--- ranking's entries and the previous (shorter) window's: every other member
--- x has S(x) at most the c-th sum count (or next + slack when the sum holds
--- fewer) and, being outside the hour's top k, C(x) at most its k-th count
--- (H's minutes are inside the last 60), so it cannot outrank an entry whose
--- lowest count reaches that. Windows nest (1h in 24h in 7d in 30d in all
--- time), so a member's lowest count in a shorter window is one in the
--- longer too: a longer window never shows less than a shorter one. Each
--- entry's error bound covers the sum's slack (cut buckets, the all-time
--- summary's error and floor); an entry is marked "!" when its lowest
--- possible count reaches the highest of every member left out.
+-- folded yet). The candidates are the sum's top c members (with their
+-- ties), each current-hour bucket's top k, the hour ranking's entries and
+-- the previous (shorter) window's candidates. Every other member x has S(x)
+-- at most the sum's rest (the next count below its top c, or next when
+-- the sum was cut) plus slack, and C(x) at most the sum of the buckets' k-th
+-- counts, so it cannot outrank an entry whose lowest count is above that;
+-- where it could, the error bound grows to cover it. Windows nest (1h in
+-- 24h in 7d in 30d in all time), so a member's lowest count in a shorter
+-- window is one in the longer too: a longer window never shows less than
+-- a shorter one. Each entry's error bound covers the sum's slack (cut
+-- buckets, the all-time summary's error and floor); an entry is marked "!"
+-- when its lowest possible count reaches the highest of every member left
+-- out.
 --
 -- Ranking: count descending, ties by member in descending byte order, as
 -- refresh.lua's.
@@ -177,7 +179,7 @@ for i = 1, #KEYS, 3 do
     end
   end
   local first_hour = tonumber(redis.call('HGET', roll, 'f'))
-  -- Candidates of the current hour: each head bucket's top c; a member
+  -- Candidates of the current hour: each head bucket's top k; a member
   -- outside all of them has at most the sum of their rests.
   local hour_cands, hour_rest = {}, 0
   for _, key in ipairs(heads) do
@@ -284,10 +286,7 @@ for i = 1, #KEYS, 3 do
         cand[m] = { count = count, lo = lo, hi = math.max(hi, count) }
         lows[m] = lo
       end
-      local rest = 0
-      if sum_rest + slack + hour_rest > 0 then
-        rest = sum_rest + slack + hour_rest
-      end
+      local rest = sum_rest + slack + hour_rest
       -- The k-th highest lowest count among the sum's top members: a
       -- candidate whose highest count is below it cannot be an entry, so
       -- it is left out of the sort (its highest count joins rest).
