@@ -78,6 +78,16 @@ func (f *fixture) run(group, dlq string, sink ingest.Sink, n int64) *ingest.Stat
 	return w.w.Stats()
 }
 
+// rawSink is the raw store's sink at its defaults.
+func rawSink(t *testing.T, raw rawstore.Store) *activityingest.Raw {
+	t.Helper()
+	s, err := activityingest.NewRaw(raw, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // dead reads the reasons of the want records in topic dlq.
 func (f *fixture) dead(dlq string, want int) map[events.Reason]int {
 	f.t.Helper()
@@ -153,7 +163,7 @@ func TestActivityPipeline(t *testing.T) {
 	if st.Counted.Load() != valid || st.Rejected.Load() != 4 {
 		t.Fatalf("counters: counted %d, rejected %d; want %d and 4", st.Counted.Load(), st.Rejected.Load(), valid)
 	}
-	st = f.run(activityingest.RawGroup, activityingest.RawDLQTopic, activityingest.NewRaw(f.raw, 0), total)
+	st = f.run(activityingest.RawGroup, activityingest.RawDLQTopic, rawSink(t, f.raw), total)
 	if st.Counted.Load() != valid+1 || st.Rejected.Load() != 3 {
 		t.Fatalf("raw: stored %d, rejected %d; want %d (the late one too) and 3", st.Counted.Load(), st.Rejected.Load(), valid+1)
 	}
@@ -214,7 +224,7 @@ func TestActivityPipeline(t *testing.T) {
 	if st.Counted.Load() != 0 || st.Replayed.Load() != valid {
 		t.Fatalf("replay: counted %d, skipped %d; want 0 and %d", st.Counted.Load(), st.Replayed.Load(), valid)
 	}
-	f.run("replay-raw", "replay-raw.dlq", activityingest.NewRaw(f.raw, 0), total)
+	f.run("replay-raw", "replay-raw.dlq", rawSink(t, f.raw), total)
 	check("after a replay")
 	t.Logf("%d valid events of %d users, %d cells, 3 bad records", valid, len(exact), len(cellCounts))
 }

@@ -258,7 +258,7 @@ func TestPoisonRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	cw := f.start(activityingest.CountersGroup, activity.DLQTopic, counters)
-	rw := f.start(activityingest.RawGroup, activityingest.RawDLQTopic, activityingest.NewRaw(f.raw, 0))
+	rw := f.start(activityingest.RawGroup, activityingest.RawDLQTopic, rawSink(t, f.raw))
 	f.waitNoLag(activityingest.CountersGroup, activityingest.RawGroup)
 	cw.stop()
 	rw.stop()
@@ -326,7 +326,7 @@ func TestStoreRejectedRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	cw := f.start(activityingest.CountersGroup, activity.DLQTopic, counters)
-	rw := f.start(activityingest.RawGroup, activityingest.RawDLQTopic, activityingest.NewRaw(f.raw, 0))
+	rw := f.start(activityingest.RawGroup, activityingest.RawDLQTopic, rawSink(t, f.raw))
 	f.waitNoLag(activityingest.CountersGroup, activityingest.RawGroup)
 	cw.stop()
 	rw.stop()
@@ -391,7 +391,7 @@ func TestFarFutureEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	cw := f.start(activityingest.CountersGroup, activity.DLQTopic, counters)
-	rw := f.start(activityingest.RawGroup, activityingest.RawDLQTopic, activityingest.NewRaw(f.raw, 0))
+	rw := f.start(activityingest.RawGroup, activityingest.RawDLQTopic, rawSink(t, f.raw))
 	f.waitNoLag(activityingest.CountersGroup, activityingest.RawGroup)
 	cw.stop()
 	rw.stop()

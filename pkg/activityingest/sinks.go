@@ -145,20 +145,11 @@ type Raw struct {
 	records []*kgo.Record // pending[i] came from records[i], for dead letters
 }
 
-// NewRaw returns the raw store's sink; it refuses events older than keep
-// (0: rawstore.DefaultKeep) on arrival, and those more than the default
-// skew (ingest.DefaultMaxSkew) ahead of it. NewRawSkew takes the skew.
-func NewRaw(store rawstore.Store, keep time.Duration) *Raw {
-	s, err := NewRawSkew(store, keep, 0)
-	if err != nil {
-		panic(err) // the default skew is valid
-	}
-	return s
-}
-
-// NewRawSkew is NewRaw with the workers' maxSkew (0: the default), which
-// must be the counters' so that both consumers judge the future alike.
-func NewRawSkew(store rawstore.Store, keep, maxSkew time.Duration) (*Raw, error) {
+// NewRaw returns the raw store's sink. It refuses events older than keep
+// (0: rawstore.DefaultKeep) on arrival, and those more than maxSkew (the
+// workers'; 0: ingest.DefaultMaxSkew) ahead of it, which must be the
+// counters' so that both consumers judge the future alike.
+func NewRaw(store rawstore.Store, keep, maxSkew time.Duration) (*Raw, error) {
 	if keep <= 0 {
 		keep = rawstore.DefaultKeep
 	}

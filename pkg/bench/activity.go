@@ -327,7 +327,11 @@ func (p *phase) runActivity(ctx context.Context, cfg ActivityConfig, raw rawstor
 		counters = append(counters, w)
 	}
 	if raw != nil {
-		w, err := newWorker(p.prefix+".raw", activityingest.NewRaw(raw, 0))
+		sink, err := activityingest.NewRaw(raw, 0, 0)
+		if err != nil {
+			return fail(err)
+		}
+		w, err := newWorker(p.prefix+".raw", sink)
 		if err != nil {
 			return fail(err)
 		}

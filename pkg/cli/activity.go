@@ -174,7 +174,7 @@ func activityArchiveCommand(env *Env) *cli.Command {
 				cs.dlq = activityingest.RawDLQTopic
 			}
 			workers, err := newWorkers(c, cs, log, func() (ingest.Sink, error) {
-				return activityingest.NewRawSkew(raw, c.Duration("raw-retention"), c.Duration("max-skew"))
+				return activityingest.NewRaw(raw, c.Duration("raw-retention"), c.Duration("max-skew"))
 			})
 			if err != nil {
 				return err

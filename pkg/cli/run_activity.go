@@ -61,7 +61,7 @@ func startActivity(c *cli.Context, st *store.Store, producer *kgo.Client, log *s
 		})
 	if err == nil {
 		a.archive, err = newWorkers(c, consumers{n: 1, topic: a.topic, group: activityingest.RawGroup, dlq: activityingest.RawDLQTopic}, log,
-			func() (ingest.Sink, error) { return activityingest.NewRawSkew(a.raw, a.keep, c.Duration("max-skew")) })
+			func() (ingest.Sink, error) { return activityingest.NewRaw(a.raw, a.keep, c.Duration("max-skew")) })
 	}
 	if err != nil {
 		a.close()
