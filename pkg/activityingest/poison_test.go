@@ -22,6 +22,7 @@ import (
 	"github.com/topk-dev/topk/pkg/activityingest"
 	"github.com/topk-dev/topk/pkg/api"
 	"github.com/topk-dev/topk/pkg/events"
+	"github.com/topk-dev/topk/pkg/geo"
 	"github.com/topk-dev/topk/pkg/ingest"
 	"github.com/topk-dev/topk/pkg/kafka"
 	"github.com/topk-dev/topk/pkg/rawstore"
@@ -60,6 +61,23 @@ func (f *fixture) start(group, dlq string, sink ingest.Sink) *worker {
 	}
 	f.t.Cleanup(stop)
 	return &worker{w: w, stop: stop}
+}
+
+// consumeAll runs a worker of each activity group (the counters with geo
+// cells, nil for none, and the raw store at its defaults) until both have
+// committed every record of the topic, and returns them stopped.
+func (f *fixture) consumeAll(cells *geo.Store) (counters, raw *worker) {
+	f.t.Helper()
+	sink, err := activityingest.NewCounters(f.users, cells, 0, 0)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	counters = f.start(activityingest.CountersGroup, activity.DLQTopic, sink)
+	raw = f.start(activityingest.RawGroup, activityingest.RawDLQTopic, rawSink(f.t, f.raw))
+	f.waitNoLag(activityingest.CountersGroup, activityingest.RawGroup)
+	counters.stop()
+	raw.stop()
+	return counters, raw
 }
 
 // waitNoLag waits until every group has committed every record of the
@@ -253,15 +271,7 @@ func TestPoisonRecord(t *testing.T) {
 	}
 	slices.Sort(poisonOffsets)
 
-	counters, err := activityingest.NewCounters(f.users, f.cells, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cw := f.start(activityingest.CountersGroup, activity.DLQTopic, counters)
-	rw := f.start(activityingest.RawGroup, activityingest.RawDLQTopic, rawSink(t, f.raw))
-	f.waitNoLag(activityingest.CountersGroup, activityingest.RawGroup)
-	cw.stop()
-	rw.stop()
+	cw, rw := f.consumeAll(f.cells)
 
 	f.checkArchived(want, from, to)
 	for _, w := range []*worker{cw, rw} {
@@ -321,15 +331,7 @@ func TestStoreRejectedRecord(t *testing.T) {
 			refused[fmt.Sprintf("%d/%d", r.Record.Partition, r.Record.Offset)] = true
 		}
 	}
-	counters, err := activityingest.NewCounters(f.users, nil, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cw := f.start(activityingest.CountersGroup, activity.DLQTopic, counters)
-	rw := f.start(activityingest.RawGroup, activityingest.RawDLQTopic, rawSink(t, f.raw))
-	f.waitNoLag(activityingest.CountersGroup, activityingest.RawGroup)
-	cw.stop()
-	rw.stop()
+	cw, rw := f.consumeAll(nil)
 
 	// The counters took every record (Redis had no reason to refuse any):
 	// only the raw store's three are missing from it.
@@ -386,15 +388,7 @@ func TestFarFutureEvent(t *testing.T) {
 	if err := cl.ProduceSync(ctx, records...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	counters, err := activityingest.NewCounters(f.users, nil, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cw := f.start(activityingest.CountersGroup, activity.DLQTopic, counters)
-	rw := f.start(activityingest.RawGroup, activityingest.RawDLQTopic, rawSink(t, f.raw))
-	f.waitNoLag(activityingest.CountersGroup, activityingest.RawGroup)
-	cw.stop()
-	rw.stop()
+	f.consumeAll(nil)
 
 	got, _, err := f.raw.List(ctx, "u-future", now.Add(-time.Hour), far.Add(time.Hour), "", 10)
 	if err != nil {
