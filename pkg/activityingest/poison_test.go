@@ -24,6 +24,7 @@ import (
 	"github.com/topk-dev/topk/pkg/events"
 	"github.com/topk-dev/topk/pkg/geo"
 	"github.com/topk-dev/topk/pkg/ingest"
+	"github.com/topk-dev/topk/pkg/internal/testenv"
 	"github.com/topk-dev/topk/pkg/kafka"
 	"github.com/topk-dev/topk/pkg/rawstore"
 )
@@ -45,22 +46,7 @@ func (f *fixture) start(group, dlq string, sink ingest.Sink) *worker {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-done; err != nil {
-			f.t.Error(err)
-		}
-	}
-	f.t.Cleanup(stop)
-	return &worker{w: w, stop: stop}
+	return &worker{w: w, stop: testenv.Background(f.t, w.Run)}
 }
 
 // consumeAll runs a worker of each activity group (the counters with geo

@@ -107,27 +107,7 @@ func (f *fixture) startWorker(group string, extra ...kgo.Opt) *worker {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				f.t.Errorf("worker: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			f.t.Error("worker did not stop within 30 s")
-		}
-	}
-	f.t.Cleanup(stop)
-	return &worker{Worker: w, stop: stop}
+	return &worker{Worker: w, stop: testenv.Background(f.t, w.Run)}
 }
 
 // waitFor polls cond until it holds or 30 s pass.
