@@ -235,27 +235,13 @@ func checkGlobalExact(t *testing.T, redis string, truth map[string]int64) {
 	if err := json.Unmarshal([]byte(mustRun(t, "get", "--redis", redis, "--global", "--json", "--k", "100")), &g); err != nil {
 		t.Fatalf("topk get --global --json: %v", err)
 	}
-	type ranked struct {
-		id string
-		n  int64
-	}
-	var want []ranked
-	for id, n := range truth {
-		want = append(want, ranked{id, n})
-	}
-	slices.SortFunc(want, func(a, b ranked) int {
-		if a.n != b.n {
-			return int(b.n - a.n)
-		}
-		return strings.Compare(a.id, b.id)
-	})
-	want = want[:min(100, len(want))]
+	want := testenv.ExactTop(truth, 100)
 	if len(g.Entries) != len(want) {
 		t.Fatalf("global top: %d entries, want %d", len(g.Entries), len(want))
 	}
 	for i, e := range g.Entries {
-		if e.Count != truth[e.ID] || e.Err != 0 || e.Count != want[i].n {
-			t.Errorf("global entry %d: %s %d ±%d, want %s %d ±0", i+1, e.ID, e.Count, e.Err, want[i].id, want[i].n)
+		if e.Count != truth[e.ID] || e.Err != 0 || e.Count != want[i].Count {
+			t.Errorf("global entry %d: %s %d ±%d, want %s %d ±0", i+1, e.ID, e.Count, e.Err, want[i].ID, want[i].Count)
 		}
 	}
 }
