@@ -25,7 +25,7 @@
 -- plus the current hour's counts C (h:<H> and the minute buckets of H not
 -- folded yet). The candidates are the sum's top c members (with their
 -- ties), each current-hour bucket's top k, the hour ranking's entries and
--- the previous (shorter) window's candidates. Every other member x has S(x)
+-- the previous (shorter) window's entries. Every other member x has S(x)
 -- at most the sum's rest (the next count below its top c, or next when
 -- the sum was cut) plus slack, and C(x) at most the sum of the buckets' k-th
 -- counts, so it cannot outrank an entry whose lowest count is above that;
@@ -98,8 +98,9 @@ local function top_of(key, n, ties)
 end
 
 -- cache writes one window's top k of the scored candidates and returns the
--- entries written. cand: member -> {count, lo, hi}; rest is the highest
--- possible count of every member not a candidate.
+-- number of entries written and the entries, as {member, lo}. cand: member
+-- -> {count, lo, hi}; rest is the highest possible count of every member
+-- not a candidate.
 local function cache(base, name, cand, rest, first_ms)
   local list = {}
   for member, e in pairs(cand) do
@@ -120,9 +121,10 @@ local function cache(base, name, cand, rest, first_ms)
   end
   local top, meta, errs = base .. 'top:' .. name, base .. 'top:' .. name .. ':meta', base .. 'top:' .. name .. ':err'
   redis.call('DEL', top, errs)
-  local zadd, fields, bound = {}, {}, 0
+  local zadd, fields, bound, kept = {}, {}, 0, {}
   for j = 1, math.min(k, #list) do
     local member, e = list[j][1], list[j][2]
+    kept[j] = { member, e.lo }
     local err = math.max(e.count - e.lo, e.hi - e.count)
     local v = tostring(err)
     if e.lo >= out_hi then
@@ -161,7 +163,7 @@ local function cache(base, name, cand, rest, first_ms)
   redis.call('HSET', meta, 'computed_at', now_ms, 'window_start', first_ms, 'window_end', now_ms,
     'k', k, 'error_bound', bound, 'next', next)
   expire(meta)
-  return #zadd / 2
+  return #zadd / 2, kept
 end
 
 local replies = {}
@@ -209,15 +211,13 @@ for i = 1, #KEYS, 3 do
     end
   end
   -- lower: member -> its lowest possible count in the previous (shorter)
-  -- window; the hour ranking's counts are exact counts of a window inside
-  -- every long one.
+  -- window, for the entries it shows; the hour ranking's counts are exact
+  -- counts of a window inside every long one. Each window weighs those
+  -- entries and the current hour's candidates, besides its sum's.
   local lower, shorter = {}, {}
   for _, e in ipairs(pairs_of(redis.call('ZRANGE', top1h, 0, -1, 'REV', 'WITHSCORES'))) do
     lower[e[1]] = e[2]
     shorter[#shorter + 1] = e[1]
-  end
-  for _, m in ipairs(hour_cands) do
-    shorter[#shorter + 1] = m
   end
   local counts = {}
   for j = 6, #ARGV, 2 do
@@ -244,10 +244,12 @@ for i = 1, #KEYS, 3 do
         members[#members + 1], seen[e[1]], sumof[e[1]] = e[1], true, e[2]
       end
       local extra = {}
-      for _, m in ipairs(shorter) do
-        if not seen[m] then
-          extra[#extra + 1], seen[m] = m, true
-          members[#members + 1] = m
+      for _, list in ipairs({ shorter, hour_cands }) do
+        for _, m in ipairs(list) do
+          if not seen[m] then
+            extra[#extra + 1], seen[m] = m, true
+            members[#members + 1] = m
+          end
         end
       end
       for j2, v in ipairs(scores(sum, extra)) do
@@ -262,7 +264,7 @@ for i = 1, #KEYS, 3 do
         end
       end
       read_head(members)
-      local cand, lows = {}, {}
+      local cand = {}
       for _, m in ipairs(members) do
         local s, lo, hi = sumof[m], 0, 0
         if s then
@@ -284,7 +286,6 @@ for i = 1, #KEYS, 3 do
         end
         count = math.max(count, lo)
         cand[m] = { count = count, lo = lo, hi = math.max(hi, count) }
-        lows[m] = lo
       end
       local rest = sum_rest + slack + hour_rest
       -- The k-th highest lowest count among the sum's top members: a
@@ -304,13 +305,14 @@ for i = 1, #KEYS, 3 do
           end
         end
       end
-      counts[#counts + 1] = cache(base, name, cand, rest, first_ms)
-      -- The next window's candidates include this one's; its lowest
-      -- counts carry over.
+      local n, kept = cache(base, name, cand, rest, first_ms)
+      counts[#counts + 1] = n
+      -- The next window's candidates include this one's entries; their
+      -- lowest counts carry over.
       shorter, lower = {}, {}
-      for m, lo in pairs(lows) do
-        shorter[#shorter + 1] = m
-        lower[m] = lo
+      for _, e in ipairs(kept) do
+        shorter[#shorter + 1] = e[1]
+        lower[e[1]] = e[2]
       end
     end
   end

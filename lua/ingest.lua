@@ -5,8 +5,10 @@
 -- The call is a sequence of groups, one per workspace and source (a
 -- workspace's counts may come from several partitions, and be spread over
 -- several calls).
--- KEYS, per group: win, through, minutes, fence, roll, fold, bucket_1 .. bucket_b
---   win       <prefix>:{w:<ws>}:win:1h          sorted set, the window's running sum
+-- KEYS, per group: win, through, minutes, fence, roll, fold, cand, floor,
+--   bucket_1 .. bucket_b
+--   win       <prefix>:{w:<ws>}:win:1h          hash, the window's running sum
+--             (channel -> count)
 --   through   <prefix>:{w:<ws>}:win:1h:through  string, the newest minute already
 --             subtracted from win (missing: none yet)
 --   minutes   <prefix>:{w:<ws>}:win:1h:minutes  sorted set, the minutes added to
@@ -15,8 +17,12 @@
 --             whose counts are applied
 --   roll      <prefix>:{w:<ws>}:roll            hash, the rollup watermarks (rollup.lua)
 --   fold      <prefix>:{w:<ws>}:fold            sorted set, minutes not folded yet
+--   cand      <prefix>:{w:<ws>}:win:1h:cand     sorted set, the window's candidates
+--   floor     <prefix>:{w:<ws>}:win:1h:floor    string, the candidates' floor
 --   bucket_i  <prefix>:{w:<ws>}:m:<minute_i>    sorted set, one minute's counts
 -- ARGV[1], ARGV[2]  retention of hour and day buckets, seconds
+-- ARGV[3]   c: cand keeps at least the c highest counts (the scheduler's k
+--           must not exceed it, or refresh.lua rescans win)
 -- ARGV, then per group: source, first, last, b, then per bucket:
 --   minute, expire_at, n, member_1, increment_1, ..., member_n, increment_n
 --   source    "<topic>/<partition>" the counts were read from, or "" for
@@ -40,6 +46,15 @@
 -- of the minutes in `minutes`, which are the minutes after `through` that
 -- have counts. A count for a minute at or before `through` (already
 -- subtracted, so out of the window) goes to its bucket only.
+--
+-- Candidates, so that ranking needs no sorted-set update per pair: every
+-- channel whose count in win is above floor is in cand, at that count
+-- (a channel in cand at or below floor may hold a lower count than win's).
+-- An increment that takes a count above floor writes it to cand. When cand
+-- holds more than 2c channels, those below its c-th highest count leave it
+-- and floor rises to the highest count that left, so cand stays small and
+-- the invariant holds. Counts only grow here; refresh.lua keeps it when a
+-- minute leaves the window, and reads the top K from cand.
 --
 -- Rollups: a minute already folded into its hour bucket (at or before
 -- roll's h) also goes to the hour bucket, and one whose hour is closed (at
@@ -99,8 +114,28 @@ local function add_late(base, hour, closed, floor, hret, dret, member, n)
   end
 end
 
-local hret, dret = tonumber(ARGV[1]), tonumber(ARGV[2])
-local k, a, group = 1, 3, 0
+-- trim bounds cand (see above) and returns the floor.
+local function trim(cand, floor_key, floor, c)
+  local n = redis.call('ZCARD', cand)
+  if n <= 2 * c then
+    return floor
+  end
+  local cth = tonumber(redis.call('ZRANGE', cand, n - c, n - c, 'WITHSCORES')[2])
+  local below = redis.call('ZRANGE', cand, '(' .. cth, '-inf', 'BYSCORE', 'REV', 'WITHSCORES', 'LIMIT', 0, 1)
+  if #below == 0 then
+    return floor -- ties at the c-th count: keep them all
+  end
+  redis.call('ZREMRANGEBYSCORE', cand, '-inf', '(' .. cth)
+  local left = tonumber(below[2])
+  if left > floor then
+    redis.call('SET', floor_key, left, 'KEEPTTL')
+    return left
+  end
+  return floor
+end
+
+local hret, dret, c = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local k, a, group = 1, 4, 0
 local applied, skipped, overlaps = 0, 0, {}
 while k <= #KEYS do
   group = group + 1
@@ -119,13 +154,18 @@ while k <= #KEYS do
     end
   else
     local through = tonumber(redis.call('GET', KEYS[k + 1]))
-    local roll, fold = KEYS[k + 4], KEYS[k + 5]
+    local roll, fold, cand, floor_key = KEYS[k + 4], KEYS[k + 5], KEYS[k + 6], KEYS[k + 7]
+    local cand_floor = tonumber(redis.call('GET', floor_key)) or 0
     local base = string.sub(roll, 1, -5) -- "<prefix>:{w:<ws>}:"
     local marks = redis.call('HMGET', roll, 'h', 'c', 'floor', 'f')
     local folded, closed, floor, first_hour = tonumber(marks[1]), tonumber(marks[2]), tonumber(marks[3]) or 0, tonumber(marks[4])
     local latest, latest_in_win = 0, 0
+    -- Counts that rose above the floor, written to cand at once (one
+    -- sorted-set call instead of one per channel; a channel listed twice,
+    -- for two minutes, ends at its later, higher count).
+    local raised = {}
     for i = 1, b do
-      local bucket = KEYS[k + 5 + i]
+      local bucket = KEYS[k + 7 + i]
       local minute, expire_at, n = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2])
       a = a + 3
       local mi = tonumber(minute)
@@ -140,7 +180,11 @@ while k <= #KEYS do
       for _ = 1, n do
         redis.call('ZINCRBY', bucket, ARGV[a + 1], ARGV[a])
         if in_win then
-          redis.call('ZINCRBY', win, ARGV[a + 1], ARGV[a])
+          local count = redis.call('HINCRBY', win, ARGV[a], ARGV[a + 1])
+          if count > cand_floor then
+            raised[#raised + 1] = count
+            raised[#raised + 1] = ARGV[a]
+          end
         end
         if late then
           add_late(base, hour, hour_closed, floor, hret, dret, ARGV[a], tonumber(ARGV[a + 1]))
@@ -159,9 +203,16 @@ while k <= #KEYS do
       end
       applied = applied + n
     end
+    for j = 1, #raised, 4000 do
+      redis.call('ZADD', cand, unpack(raised, j, math.min(j + 3999, #raised)))
+    end
     if latest_in_win > 0 then
       raise_expiry(win, latest_in_win)
       raise_expiry(minutes, latest_in_win)
+      raise_expiry(cand, latest_in_win)
+      if trim(cand, floor_key, cand_floor, c) > 0 then
+        raise_expiry(floor_key, latest_in_win)
+      end
     end
     if source ~= '' then
       -- The fence outlives the buckets it speaks for: once they expired, a
@@ -170,7 +221,7 @@ while k <= #KEYS do
       raise_expiry(fence, latest)
     end
   end
-  k = k + 6 + b
+  k = k + 8 + b
 end
 local reply = { applied, skipped }
 for _, v in ipairs(overlaps) do

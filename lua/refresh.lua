@@ -13,11 +13,13 @@
 -- ARGV[7]    expiry (unix seconds) for `through` once it is ARGV[6]-1: the
 --            expiry of that minute's bucket, so `through` outlives every
 --            bucket it speaks for
+-- ARGV[8]    c, the candidates a rescan keeps (as ingest.lua's ARGV[3])
 -- then, per group: b, and the b unix minutes whose buckets the group passes
--- KEYS, per group: top, meta, win, through, minutes, bucket_1 .. bucket_b
+-- KEYS, per group: top, meta, win, through, minutes, cand, floor,
+--   bucket_1 .. bucket_b
 --   top      <prefix>:{w:<ws>}:top:<window>       the cached result
 --   meta     <prefix>:{w:<ws>}:top:<window>:meta  its metadata
---   win, through, minutes: see ingest.lua
+--   win, through, minutes, cand, floor: see ingest.lua
 -- Reply      array, per group: an integer, the number of entries in the new
 --            cached result; or an array of the unix minutes (strings) whose
 --            buckets the group needs: the caller calls again with them. Such
@@ -25,17 +27,24 @@
 --
 -- Sliding: every minute of `minutes` older than the window is subtracted
 -- from win, once: it leaves `minutes` and `through` moves past it in the
--- same atomic step. If such a bucket has expired before it could be
--- subtracted (no refresh for longer than the grace), its counts are gone,
--- so win is rebuilt as the union of the window's buckets instead. Callers
--- pass the bucket of the minute that left last, so that the common case,
--- one minute leaving, needs a single call.
+-- same atomic step. A channel whose count drops is written to cand if cand
+-- holds it, and leaves win and cand at 0, so ingest.lua's invariant holds:
+-- every channel above floor is in cand at its count in win. If such a bucket
+-- has expired before it could be subtracted (no refresh for longer than the
+-- grace), its counts are gone, so win is rebuilt from the window's buckets
+-- instead. Callers pass the bucket of the minute that left last, so that
+-- the common case, one minute leaving, needs a single call.
 --
--- Ranking: count descending, ties by channel id in descending byte order,
--- which is exactly the order ZREVRANGE returns, so readers need no re-sort.
--- An empty window deletes the cached set; the metadata stays (with its TTL)
--- so readers can tell "no activity" from "never computed".
-local first = tonumber(ARGV[6])
+-- Ranking (exact): the top K of cand is the window's when its K-th count is
+-- above floor, or floor is 0: any channel outside cand, or held at a count
+-- not above floor, counts at most floor. Counts only fall when minutes
+-- leave, so that can stop being true; then cand is rebuilt from win (a scan
+-- of win, which a steady workspace seldom needs). Order: count descending,
+-- ties by channel id in descending byte order, which is exactly the order
+-- ZREVRANGE returns, so readers need no re-sort. An empty window deletes
+-- the cached set; the metadata stays (with its TTL) so readers can tell "no
+-- activity" from "never computed".
+local first, k, c = tonumber(ARGV[6]), tonumber(ARGV[1]), tonumber(ARGV[8])
 
 -- missing returns the minutes of list whose buckets are not in passed.
 local function missing(list, passed)
@@ -48,19 +57,99 @@ local function missing(list, passed)
   return out
 end
 
+-- bulk calls cmd on key with the values of list in chunks that fit Lua's
+-- stack (an even number, so pairs stay together).
+local function bulk(cmd, key, list)
+  for i = 1, #list, 4000 do
+    redis.call(cmd, key, unpack(list, i, math.min(i + 3999, #list)))
+  end
+end
+
+-- copy_expiry gives dst src's expiry (src always has one: ingest.lua and
+-- rebuild set it; EXPIREAT -1 would delete dst).
+local function copy_expiry(dst, src)
+  local at = redis.call('EXPIRETIME', src)
+  if at > 0 then
+    redis.call('EXPIREAT', dst, at)
+  end
+  return at
+end
+
+-- rescan rebuilds cand and floor from win: every channel, then those below
+-- the keep-th highest count leave, and floor is the highest count that left.
+local function rescan(win, cand, floor_key, keep)
+  redis.call('DEL', cand, floor_key)
+  local all = redis.call('HGETALL', win)
+  if #all == 0 then
+    return
+  end
+  local zadd = {}
+  for i = 1, #all, 2 do
+    zadd[i], zadd[i + 1] = all[i + 1], all[i]
+  end
+  bulk('ZADD', cand, zadd)
+  copy_expiry(cand, win)
+  local n = #all / 2
+  if n <= keep then
+    return
+  end
+  local cth = redis.call('ZRANGE', cand, n - keep, n - keep, 'WITHSCORES')[2]
+  local below = redis.call('ZRANGE', cand, '(' .. cth, '-inf', 'BYSCORE', 'REV', 'WITHSCORES', 'LIMIT', 0, 1)
+  if #below > 0 then
+    redis.call('ZREMRANGEBYSCORE', cand, '-inf', '(' .. cth)
+    redis.call('SET', floor_key, below[2])
+    copy_expiry(floor_key, win)
+  end
+end
+
+-- subtract takes a leaving bucket's counts out of win and cand.
+local function subtract(win, cand, bucket)
+  local counts = redis.call('ZRANGE', bucket, 0, -1, 'WITHSCORES')
+  for i = 1, #counts, 2 do
+    local member = counts[i]
+    local left = redis.call('HINCRBY', win, member, -tonumber(counts[i + 1]))
+    if left <= 0 then
+      redis.call('HDEL', win, member)
+      redis.call('ZREM', cand, member)
+    else
+      redis.call('ZADD', cand, 'XX', left, member)
+    end
+  end
+end
+
+-- rebuild makes win the sum of the buckets of inside (their keys in passed).
+local function rebuild(win, inside, passed)
+  redis.call('DEL', win)
+  local sum = {}
+  for _, m in ipairs(inside) do
+    local counts = redis.call('ZRANGE', passed[m], 0, -1, 'WITHSCORES')
+    for i = 1, #counts, 2 do
+      sum[counts[i]] = (sum[counts[i]] or 0) + tonumber(counts[i + 1])
+    end
+  end
+  local hset = {}
+  for member, n in pairs(sum) do
+    hset[#hset + 1] = member
+    hset[#hset + 1] = n
+  end
+  if #hset > 0 then
+    bulk('HSET', win, hset)
+  end
+end
+
 -- refresh does one group; passed maps a minute to its bucket key.
-local function refresh(top, meta, win, through, minutes, passed)
+local function refresh(top, meta, win, through, minutes, cand, floor_key, passed)
   local leaving = redis.call('ZRANGE', minutes, '-inf', '(' .. first, 'BYSCORE')
+  local stale = false -- cand must be rebuilt from win
   if #leaving > 0 then
     if #missing(leaving, passed) > 0 then
       return leaving
     end
     -- A sorted set with no members does not exist, so a size of 0 means
     -- the bucket expired.
-    local lost, sizes = false, {}
+    local lost = false
     for _, m in ipairs(leaving) do
-      sizes[m] = redis.call('ZCARD', passed[m])
-      if sizes[m] == 0 then
+      if redis.call('EXISTS', passed[m]) == 0 then
         lost = true
       end
     end
@@ -72,41 +161,26 @@ local function refresh(top, meta, win, through, minutes, passed)
         end
         return inside
       end
-      redis.call('DEL', win)
-      if #inside > 0 then
-        local buckets = {}
-        for i, m in ipairs(inside) do
-          buckets[i] = passed[m]
-        end
-        redis.call('ZUNIONSTORE', win, #buckets, unpack(buckets))
-        redis.call('EXPIREAT', win, redis.call('EXPIRETIME', minutes))
-      end
+      rebuild(win, inside, passed)
+      copy_expiry(win, minutes)
+      stale = true
     else
       for _, m in ipairs(leaving) do
-        local bucket = passed[m]
-        if sizes[m] * 4 >= redis.call('ZCARD', win) then
-          -- A bucket about as large as the sum: one pass in C over both.
-          -- (ZUNIONSTORE replaces win, so its expiry is set again.)
-          redis.call('ZUNIONSTORE', win, 2, win, bucket, 'WEIGHTS', 1, -1)
-          redis.call('EXPIREAT', win, redis.call('EXPIRETIME', minutes))
-          redis.call('ZREMRANGEBYSCORE', win, '-inf', 0)
-        else
-          -- A small bucket in a large sum: touch only the bucket's members.
-          local counts = redis.call('ZRANGE', bucket, 0, -1, 'WITHSCORES')
-          for i = 1, #counts, 2 do
-            local left = tonumber(redis.call('ZINCRBY', win, '-' .. counts[i + 1], counts[i]))
-            if left <= 0 then
-              redis.call('ZREM', win, counts[i])
-            end
-          end
-        end
+        subtract(win, cand, passed[m])
       end
     end
     redis.call('ZREMRANGEBYSCORE', minutes, '-inf', '(' .. first)
     redis.call('SET', through, first - 1, 'EXAT', ARGV[7])
   end
 
-  local n = redis.call('ZRANGESTORE', top, win, 0, tonumber(ARGV[1]) - 1, 'REV')
+  local floor = tonumber(redis.call('GET', floor_key)) or 0
+  if not stale and floor > 0 and redis.call('ZCOUNT', cand, '(' .. floor, '+inf') < k then
+    stale = true
+  end
+  if stale then
+    rescan(win, cand, floor_key, math.max(c, k))
+  end
+  local n = redis.call('ZRANGESTORE', top, cand, 0, k - 1, 'REV')
   if n > 0 then
     redis.call('EXPIRE', top, ARGV[5])
   end
@@ -117,14 +191,15 @@ local function refresh(top, meta, win, through, minutes, passed)
 end
 
 local replies = {}
-local ki, ai = 1, 8
+local ki, ai = 1, 9
 while ki <= #KEYS do
   local b = tonumber(ARGV[ai])
   local passed = {}
   for i = 1, b do
-    passed[ARGV[ai + i]] = KEYS[ki + 4 + i]
+    passed[ARGV[ai + i]] = KEYS[ki + 6 + i]
   end
-  replies[#replies + 1] = refresh(KEYS[ki], KEYS[ki + 1], KEYS[ki + 2], KEYS[ki + 3], KEYS[ki + 4], passed)
-  ki, ai = ki + 5 + b, ai + 1 + b
+  replies[#replies + 1] = refresh(KEYS[ki], KEYS[ki + 1], KEYS[ki + 2], KEYS[ki + 3], KEYS[ki + 4],
+    KEYS[ki + 5], KEYS[ki + 6], passed)
+  ki, ai = ki + 7 + b, ai + 1 + b
 end
 return replies

@@ -210,14 +210,14 @@ func (e *crashEnv) counted(t *testing.T) (total, lost, double int64) {
 	defer e.mu.Unlock()
 	ks := keys.New("")
 	for ws, want := range e.truth {
-		zs, err := e.rc.Do(context.Background(), e.rc.B().Zrange().Key(ks.Workspace(ws).Win(keys.Window1h)).Min("0").Max("-1").Withscores().Build()).AsZScores()
+		win, err := e.rc.Do(context.Background(), e.rc.B().Hgetall().Key(ks.Workspace(ws).Win(keys.Window1h)).Build()).AsIntMap()
 		if err != nil {
 			t.Fatal(err)
 		}
 		got := map[string]int64{}
-		for _, z := range zs {
-			got[z.Member] = int64(z.Score)
-			total += int64(z.Score)
+		for ch, n := range win {
+			got[ch] = n
+			total += n
 		}
 		for ch, n := range want {
 			if d := n - got[ch]; d > 0 {

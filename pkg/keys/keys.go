@@ -127,10 +127,21 @@ func (w Workspace) Top(window string) string { return w.base + "top:" + window }
 // TopMeta is the hash describing the cached result for window.
 func (w Workspace) TopMeta(window string) string { return w.base + "top:" + window + ":meta" }
 
-// Win is the running sum of the window's minute buckets (sorted set): the
-// ingest script adds each flush to it, the refresh script subtracts a bucket
-// once, when its minute leaves the window, and copies the top K from it.
+// Win is the running sum of the window's minute buckets (hash, channel ->
+// count): the ingest script adds each flush to it, the refresh script
+// subtracts a bucket once, when its minute leaves the window. A hash
+// increment costs a fraction of a sorted-set one; the order lives in
+// WinCand.
 func (w Workspace) Win(window string) string { return w.base + "win:" + window }
+
+// WinCand is the window's candidate set (sorted set, channel -> count): every
+// channel whose count in Win is above WinFloor, with that count, so the
+// window's top K is this set's top K (see ingest.lua and refresh.lua).
+func (w Workspace) WinCand(window string) string { return w.base + "win:" + window + ":cand" }
+
+// WinFloor holds the most a channel missing from WinCand (or held there at a
+// count not above the floor) can count in Win; missing means 0.
+func (w Workspace) WinFloor(window string) string { return w.base + "win:" + window + ":floor" }
 
 // WinThrough holds the newest unix minute already subtracted from Win, so a
 // late count for that minute or an older one never enters Win again.

@@ -106,7 +106,7 @@ func TestFencesMakeReplaysHarmless(t *testing.T) {
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Fatalf("%s: bucket\n got %v\nwant %v", ws, got, want)
 		}
-		if win := readZset(t, c, ks.Workspace(ws).Win(keys.Window1h)); fmt.Sprint(win) != fmt.Sprint(want) {
+		if win := readWin(t, c, ks.Workspace(ws)); fmt.Sprint(win) != fmt.Sprint(want) {
 			t.Fatalf("%s: running sum\n got %v\nwant %v", ws, win, want)
 		}
 	}

@@ -35,6 +35,10 @@ var ErrBadReply = errors.New("unexpected reply from Redis")
 const (
 	DefaultMaxPairsPerCall = 2000
 	DefaultParallelCalls   = 16
+	// DefaultCandidates is how many of a workspace's highest hour counts
+	// its candidate set keeps at least (see ingest.lua): five times the
+	// default k, so that minutes leaving the window seldom empty it.
+	DefaultCandidates = 500
 )
 
 // Options tunes how writes are split into script calls.
@@ -45,6 +49,10 @@ type Options struct {
 	// global shard's counts from one partition, is never split, so one
 	// larger than this makes one larger call).
 	MaxPairsPerCall int
+	// Candidates is how many of a workspace's highest hour counts its
+	// candidate set keeps at least (default DefaultCandidates). A refresh
+	// whose k exceeds it rescans the workspace's hour sum every time.
+	Candidates int
 	// ParallelCalls bounds the script calls in flight at once. rueidis
 	// pipelines concurrent calls on one connection, so this is also the
 	// pipeline depth.
@@ -71,6 +79,9 @@ func New(c rueidis.Client, ks keys.Space, w window.Window, opts Options) *Store 
 	}
 	if opts.ParallelCalls <= 0 {
 		opts.ParallelCalls = DefaultParallelCalls
+	}
+	if opts.Candidates <= 0 {
+		opts.Candidates = DefaultCandidates
 	}
 	opts.Global = opts.Global.withDefaults()
 	opts.Rollup = opts.Rollup.withDefaults()
@@ -297,7 +308,7 @@ type ingestCalls struct {
 
 func (s *Store) newIngestCalls() *ingestCalls {
 	return &ingestCalls{max: s.opts.MaxPairsPerCall, win: s.win, keys: s.keys, one: s.cluster,
-		args: []string{seconds(s.opts.Rollup.HourRetention), seconds(s.opts.Rollup.DayRetention)}}
+		args: []string{seconds(s.opts.Rollup.HourRetention), seconds(s.opts.Rollup.DayRetention), strconv.Itoa(s.opts.Candidates)}}
 }
 
 // group adds the counts of one workspace from one source.
@@ -311,7 +322,7 @@ func (ic *ingestCalls) group(ref groupRef, src Source, byMinute map[int64]map[st
 	c.groups = append(c.groups, ref)
 	wk := ic.keys.Workspace(ref.ws)
 	c.keys = append(c.keys, wk.Win(keys.Window1h), wk.WinThrough(keys.Window1h), wk.WinMinutes(keys.Window1h), wk.Fence(),
-		wk.Roll(), wk.Fold())
+		wk.Roll(), wk.Fold(), wk.WinCand(keys.Window1h), wk.WinFloor(keys.Window1h))
 	c.args = append(c.args, src.Name, strconv.FormatInt(src.First, 10), strconv.FormatInt(src.Last, 10), strconv.Itoa(len(byMinute)))
 	for m, byChannel := range byMinute {
 		c.keys = append(c.keys, wk.Bucket(m))
@@ -540,6 +551,7 @@ func (s *Store) Refresh(ctx context.Context, workspaces []string, now time.Time,
 		strconv.FormatInt(int64((s.win.Span()+s.win.Grace)/time.Second), 10),
 		strconv.FormatInt(first, 10),
 		strconv.FormatInt(s.win.ExpireAt(first-1), 10),
+		strconv.Itoa(s.opts.Candidates),
 	}
 	// Every group passes the bucket of the minute that left last: at one
 	// tick a second, that is the only one a refresh ever has to subtract.
@@ -615,12 +627,13 @@ func (s *Store) refreshRound(ctx context.Context, groups []refreshGroup, args []
 }
 
 func (s *Store) refreshCall(ctx context.Context, groups []refreshGroup, args []string) ([]refreshGroup, error) {
-	ks := make([]string, 0, 6*len(groups))
+	ks := make([]string, 0, 8*len(groups))
 	as := append(make([]string, 0, len(args)+2*len(groups)), args...)
 	for _, g := range groups {
 		wk := s.keys.Workspace(g.ws)
 		ks = append(ks, wk.Top(keys.Window1h), wk.TopMeta(keys.Window1h),
-			wk.Win(keys.Window1h), wk.WinThrough(keys.Window1h), wk.WinMinutes(keys.Window1h))
+			wk.Win(keys.Window1h), wk.WinThrough(keys.Window1h), wk.WinMinutes(keys.Window1h),
+			wk.WinCand(keys.Window1h), wk.WinFloor(keys.Window1h))
 		as = append(as, strconv.Itoa(len(g.minutes)))
 		for _, m := range g.minutes {
 			ks = append(ks, wk.Bucket(m))

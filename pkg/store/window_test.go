@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"testing"
 	"time"
 
@@ -51,14 +52,65 @@ func readZset(t *testing.T, c rueidis.Client, key string) map[string]int64 {
 	return out
 }
 
+// readWin returns a workspace's running hour sum (a hash) and checks the
+// candidate invariant ingest.lua and refresh.lua keep: every channel whose
+// count is above the floor is in the candidate set at that count, and no
+// candidate holds more than its count.
+func readWin(t *testing.T, c rueidis.Client, wk keys.Workspace) map[string]int64 {
+	t.Helper()
+	ctx := context.Background()
+	h, err := c.Do(ctx, c.B().Hgetall().Key(wk.Win(keys.Window1h)).Build()).AsStrMap()
+	if err != nil {
+		t.Fatal(err)
+	}
+	win := map[string]int64{}
+	for ch, v := range h {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			t.Fatalf("win %s[%q] = %q, want a positive count", wk.Win(keys.Window1h), ch, v)
+		}
+		win[ch] = n
+	}
+	floor, err := c.Do(ctx, c.B().Get().Key(wk.WinFloor(keys.Window1h)).Build()).AsInt64()
+	if rueidis.IsRedisNil(err) {
+		floor, err = 0, nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	cand := readZset(t, c, wk.WinCand(keys.Window1h))
+	for ch, n := range win {
+		if got, ok := cand[ch]; n > floor && (!ok || got != n) {
+			t.Fatalf("%q counts %d above the floor %d, but its candidate score is %d (held: %v)", ch, n, floor, got, ok)
+		}
+	}
+	for ch, n := range cand {
+		if n > win[ch] {
+			t.Fatalf("candidate %q holds %d, more than its count %d", ch, n, win[ch])
+		}
+	}
+	return win
+}
+
 // TestRunningSumFollowsTheWindow drives one workspace through 90 simulated
 // minutes of writes, with late counts for minutes already subtracted and
 // counts for the next minute, and refreshes at random moments. After every
 // refresh the running sum must equal the window's buckets summed, member
-// for member, and the cached top K their exact top K.
+// for member, the candidate invariant must hold, and the cached top K must
+// be their exact top K. It runs with candidate sets large enough to hold
+// every channel, small enough that ingest trims them and minutes leaving
+// empty them (rescans), and smaller than k (a rescan at every refresh).
 func TestRunningSumFollowsTheWindow(t *testing.T) {
+	for _, cands := range []int{store.DefaultCandidates, 7, 3} {
+		t.Run(fmt.Sprintf("candidates=%d", cands), func(t *testing.T) {
+			runningSumFollowsTheWindow(t, cands)
+		})
+	}
+}
+
+func runningSumFollowsTheWindow(t *testing.T, cands int) {
 	ctx := context.Background()
-	st, c := newStore(t, store.Options{MaxPairsPerCall: 7})
+	st, c := newStore(t, store.Options{MaxPairsPerCall: 7, Candidates: cands})
 	wk := keys.New("").Workspace("w")
 	rng := rand.New(rand.NewPCG(5, 6))
 	truth := windowTruth{}
@@ -81,6 +133,7 @@ func TestRunningSumFollowsTheWindow(t *testing.T) {
 			if err := st.Apply(ctx, st.Prepare(counts)); err != nil {
 				t.Fatal(err)
 			}
+			readWin(t, c, wk) // the invariant holds after every write too
 		}
 		if rng.IntN(4) != 0 {
 			continue
@@ -90,7 +143,7 @@ func TestRunningSumFollowsTheWindow(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := truth.since(first)
-		got := readZset(t, c, wk.Win(keys.Window1h))
+		got := readWin(t, c, wk)
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Fatalf("step %d (%s): running sum\n got %v\nwant %v", step, now.Format(time.TimeOnly), got, want)
 		}
@@ -135,7 +188,7 @@ func TestRefreshIsIdempotent(t *testing.T) {
 		if err := st.Refresh(ctx, []string{"w"}, later, 10); err != nil {
 			t.Fatal(err)
 		}
-		if got := fmt.Sprint(readZset(t, c, wk.Win(keys.Window1h))); got != "map[a:2]" {
+		if got := fmt.Sprint(readWin(t, c, wk)); got != "map[a:2]" {
 			t.Fatalf("running sum = %s, want map[a:2]", got)
 		}
 	}
@@ -148,7 +201,7 @@ func TestRefreshIsIdempotent(t *testing.T) {
 	if err := st.Refresh(ctx, []string{"w"}, later, 10); err != nil {
 		t.Fatal(err)
 	}
-	if got := fmt.Sprint(readZset(t, c, wk.Win(keys.Window1h))); got != "map[a:2]" {
+	if got := fmt.Sprint(readWin(t, c, wk)); got != "map[a:2]" {
 		t.Fatalf("after a late count: running sum = %s, want map[a:2]", got)
 	}
 	if got := fmt.Sprint(readZset(t, c, wk.Bucket(m))); got != "map[a:3 b:6]" {
@@ -187,7 +240,7 @@ func TestRefreshRebuildsAfterALostBucket(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := truth.since(window.Hour.First(later))
-	if got := readZset(t, c, wk.Win(keys.Window1h)); fmt.Sprint(got) != fmt.Sprint(want) {
+	if got := readWin(t, c, wk); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("rebuilt running sum\n got %v\nwant %v", got, want)
 	}
 	exp, err := c.Do(ctx, c.B().Expiretime().Key(wk.Win(keys.Window1h)).Build()).AsInt64()
