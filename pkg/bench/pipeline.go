@@ -392,6 +392,9 @@ type RedisUsage struct {
 	// usec) per event, the largest; a script call's time includes that of
 	// the commands it runs, which are also listed on their own.
 	MicrosPerEventBy map[string]float64 `json:"us_per_event_by_command,omitempty"`
+	// Slowlog is the time by script and the longest call, from SLOWLOG
+	// (nil: unavailable, or not the pipeline benchmark).
+	Slowlog *SlowlogUsage `json:"slowlog,omitempty"`
 	// CPUSeconds is the growth of used_cpu_sys + used_cpu_user; it
 	// includes serving the benchmark's reads.
 	CPUSeconds        float64 `json:"cpu_seconds"`
@@ -509,6 +512,7 @@ func RunPipelineReport(ctx context.Context, cfg PipelineConfig, runs int, search
 		return nil, err
 	}
 	defer env.close()
+	env.enableSlowlog(ctx)
 	rep := &PipelineReport{Config: cfg, RedisVersion: env.redisVersion, Redis: env.redisDesc, Brokers: env.brokerDesc}
 	for i := 0; i < runs; i++ {
 		res := PipelineResult{Run: i + 1, Seed: cfg.Seed + uint64(i)}
@@ -564,6 +568,10 @@ type pipelineEnv struct {
 	kcl          *kgo.Client    // topic administration
 	kadm         *kadm.Client
 	closers      []func()
+	// slowlogIdle is the server's slowlog-log-slower-than, which phases
+	// restore after their measured period ("": SLOWLOG unused, see
+	// slowlog.go).
+	slowlogIdle string
 }
 
 func openPipelineEnv(ctx context.Context, cfg PipelineConfig, log *slog.Logger) (_ *pipelineEnv, err error) {
@@ -592,7 +600,7 @@ func openPipelineEnv(ctx context.Context, cfg PipelineConfig, log *slog.Logger) 
 		e.brokers, e.brokerDesc = k.ListenAddrs(), "in-process kfake"
 		e.progressf("started in-process Kafka broker (kfake) at %s", strings.Join(e.brokers, ","))
 	}
-	if e.admin, err = newRedisClient(e.redisAddr); err != nil {
+	if e.admin, err = newNamedRedisClient(e.redisAddr, benchClientName); err != nil {
 		return nil, err
 	}
 	e.closers = append(e.closers, e.admin.Close)
@@ -627,13 +635,7 @@ func (e *pipelineEnv) progressf(format string, args ...any) {
 	}
 }
 
-func newRedisClient(addr string) (rueidis.Client, error) {
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
-	if err != nil {
-		return nil, fmt.Errorf("bench.pipeline: connect to Redis at %s: %w", addr, err)
-	}
-	return c, nil
-}
+func newRedisClient(addr string) (rueidis.Client, error) { return newNamedRedisClient(addr, "") }
 
 // search runs short phases of one design at rising (or, if the first one
 // fails, falling) offered rates.
@@ -709,6 +711,8 @@ type phase struct {
 	lags        []lagSample
 	measureFrom time.Time // zero during warm-up
 	rssMax      int64
+	// slowlog tallies SLOWLOG over the measured period (nil: not at all).
+	slowlog *slowlogRecorder
 }
 
 type readSample struct {
@@ -759,11 +763,16 @@ func (p *phase) run(ctx context.Context, seed uint64) (PhaseResult, error) {
 		return PhaseResult{}, err
 	}
 	defer storeClient.Close()
-	readClient, err := newRedisClient(e.redisAddr)
+	readName := "" // reads through the API count, as a separate `topk serve`'s would
+	if cfg.ReadVia == ReadRedis {
+		readName = benchClientName // the benchmark's own reads, left out like in the other Redis rows
+	}
+	readClient, err := newNamedRedisClient(e.redisAddr, readName)
 	if err != nil {
 		return PhaseResult{}, err
 	}
 	defer readClient.Close()
+	p.slowlog = e.newSlowlogRecorder()
 	st := store.New(storeClient, p.ks, window.Hour, store.Options{Global: store.GlobalOptions{Backend: e.backend}})
 	kcfg := kafka.Config{Brokers: e.brokers}
 	groupID := p.prefix + ".group"
@@ -1226,16 +1235,22 @@ func (p *phase) result(begin, end snapshot, graceEnd time.Time) PhaseResult {
 	r.Reads.Errors, r.Reads.Empty = readErrs, empty
 	r.ReadService = summarize(svc)
 
-	// Redis. The benchmark's own commands: its reads and polls, and the
-	// INFO of the first snapshot (the second one's is not counted yet).
-	bench := end.benchCmds - begin.benchCmds + (end.calls["info"] - begin.calls["info"])
+	// Redis. The benchmark's own commands: its reads and polls, the
+	// SLOWLOG polls, and the INFO of the first snapshot (the second one's
+	// is not counted yet).
+	bench := end.benchCmds - begin.benchCmds
+	for name, n := range end.calls {
+		if benchOnly(name) {
+			bench += n - begin.calls[name]
+		}
+	}
 	ru := RedisUsage{BenchCommands: bench, UsedMemory: end.usedMemory}
 	ru.Commands = end.totalCmds - begin.totalCmds - bench
 	reads := end.benchCmds - begin.benchCmds
 	calls := map[string]float64{} // by command, the benchmark's reads left out
 	for name, n := range end.calls {
 		d := n - begin.calls[name]
-		if name == "info" || d <= 0 {
+		if benchOnly(name) || d <= 0 {
 			continue
 		}
 		ru.Calls += d
@@ -1256,13 +1271,14 @@ func (p *phase) result(begin, end snapshot, graceEnd time.Time) PhaseResult {
 		ru.CPUMicrosPerEvent = ru.CPUSeconds * 1e6 / ev
 		micros := map[string]float64{}
 		for name, us := range end.usec {
-			if name != "info" {
+			if !benchOnly(name) {
 				micros[name] = float64(us - begin.usec[name])
 			}
 		}
 		// Shown with 3 and 2 decimals: smaller figures are left out.
 		ru.CallsPerEventBy = perEventLargest(calls, ev, 8, 0.0005)
 		ru.MicrosPerEventBy = perEventLargest(micros, ev, 8, 0.005)
+		ru.Slowlog = p.slowlog.usage(ev)
 	}
 	r.Redis = ru
 
@@ -1716,8 +1732,8 @@ type usageRow struct {
 }
 
 // usageRows are the last rows of the median table; scriptCalls adds the
-// pipeline's row of script calls (the activity path's scripts are all the
-// workers').
+// pipeline's rows of script calls and SLOWLOG times (the activity path's
+// scripts are all the workers', and it does not read SLOWLOG).
 func usageRows(scriptCalls bool) []usageRow {
 	rows := []usageRow{
 		{"Redis commands per event (total_commands_processed)", "commands_per_event", func(r RedisUsage, _ ProcessUsage) string {
@@ -1735,6 +1751,7 @@ func usageRows(scriptCalls bool) []usageRow {
 		rows = append(rows, usageRow{"Redis script calls (EVALSHA, the scheduler's included)", "", func(r RedisUsage, _ ProcessUsage) string {
 			return group(r.ScriptCalls)
 		}})
+		rows = append(rows, slowlogRows()...)
 	}
 	return append(rows,
 		usageRow{"Redis CPU (sys + user)", "redis_cpu_seconds", func(r RedisUsage, _ ProcessUsage) string {
@@ -1837,6 +1854,9 @@ func writeNotes(w io.Writer, r *PipelineReport) {
 - Naive baseline: one ZINCRBY and one EXPIREAT per event to the minute bucket, pipelined (DoMulti, `)
 	fmt.Fprintf(w, "%d events per call) per polled batch, then commit; no pre-aggregation, no Lua, no global view, no dead-letter topic. It keeps the scheduler's bookkeeping (workspace index, minute sets, dirty set) once per batch; the same scheduler refreshes its rankings with the seed's refresh (one MULTI/EXEC per workspace: ZUNIONSTORE of the window's 60 buckets, top K copied to the cached key), since its writes keep no running sum.\n", r.Config.NaiveChunk)
 	fmt.Fprintf(w, "- Counted events include the freshness markers (one every %s).\n", r.Config.MarkerEvery)
+	if r.Median.Pipeline.Redis.Slowlog != nil {
+		fmt.Fprintln(w, slowlogNote)
+	}
 	if c, ok := scheduler.DefaultCadence[r.Config.ReadWindow]; ok && r.Config.QueryRate > 0 {
 		fmt.Fprintf(w, "- The reads ask for the %s window, which the scheduler recomputes every %s (its default cadence, in a loop of its own): reads in between read the last pass's cached ranking, at the same cost.\n", r.Config.ReadWindow, c)
 	}

@@ -116,7 +116,9 @@ func (g *runGroup) wait(d time.Duration) error {
 }
 
 // measure is a run's measured period: the warm-up, then from one snapshot
-// (from which on the samplers record) to another one duration later.
+// (from which on the samplers record) to another one duration later. The
+// phase's SLOWLOG recorder, if any, runs in between, so that its log holds
+// no memory at either snapshot (used_memory).
 func (p *phase) measure(ctx context.Context, g *runGroup, warmup, duration time.Duration) (begin, end snapshot, err error) {
 	if err := g.wait(warmup); err != nil {
 		return begin, end, err
@@ -127,7 +129,14 @@ func (p *phase) measure(ctx context.Context, g *runGroup, warmup, duration time.
 	p.mu.Lock()
 	p.measureFrom = begin.at
 	p.mu.Unlock()
+	if err := p.slowlog.start(ctx); err != nil {
+		return begin, end, err
+	}
+	defer p.slowlog.stop()
 	if err := g.wait(duration); err != nil {
+		return begin, end, err
+	}
+	if err := p.slowlog.finish(ctx); err != nil {
 		return begin, end, err
 	}
 	end, err = p.snapshot(ctx)
