@@ -161,6 +161,12 @@ type PipelineConfig struct {
 
 	// Naive also runs the naive baseline on the same load.
 	Naive bool `json:"naive"`
+	// Profile logs every Redis call during the measured periods (SLOWLOG,
+	// see slowlog.go) to report Redis time per script and the longest
+	// call. Logging every call costs Redis CPU and lowers the measured
+	// rate, so a profiled run explains where the time goes and an
+	// unprofiled one measures the rate.
+	Profile bool `json:"profile"`
 	// NaiveChunk is the events per DoMulti of the baseline (0:
 	// DefaultNaiveChunk).
 	NaiveChunk int `json:"naive_chunk"`
@@ -512,7 +518,9 @@ func RunPipelineReport(ctx context.Context, cfg PipelineConfig, runs int, search
 		return nil, err
 	}
 	defer env.close()
-	env.enableSlowlog(ctx)
+	if cfg.Profile {
+		env.enableSlowlog(ctx)
+	}
 	rep := &PipelineReport{Config: cfg, RedisVersion: env.redisVersion, Redis: env.redisDesc, Brokers: env.brokerDesc}
 	for i := 0; i < runs; i++ {
 		res := PipelineResult{Run: i + 1, Seed: cfg.Seed + uint64(i)}

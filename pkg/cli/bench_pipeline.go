@@ -31,6 +31,7 @@ func benchPipelineCommand(env *Env) *cli.Command {
 		&cli.DurationFlag{Name: "marker-every", Value: bench.DefaultMarkerEvery, Usage: "period of the freshness marker events"},
 		&cli.BoolFlag{Name: "naive", Usage: "also run the naive baseline (one ZINCRBY + EXPIREAT per event) on the same load"},
 		&cli.IntFlag{Name: "naive-chunk", Value: bench.DefaultNaiveChunk, Usage: "naive baseline: events per pipelined DoMulti"},
+		&cli.BoolFlag{Name: "profile", Usage: "log every Redis call in the measured periods (SLOWLOG) and report Redis time per script and the longest call; this costs Redis CPU, so it lowers the measured rate"},
 		&cli.IntFlag{Name: "runs", Value: 1, Usage: "repeat the run this many times and report medians (use at least 3 for BENCHMARKS.md)"},
 		&cli.BoolFlag{Name: "search", Usage: "then search the largest offered rate sustained with bounded lag (short runs, ×factor per step)"},
 		&cli.Float64Flag{Name: "search-start", Usage: "first offered rate of the search (0: --rate, or 10,000)"},
@@ -43,7 +44,7 @@ func benchPipelineCommand(env *Env) *cli.Command {
 	return &cli.Command{
 		Name:      "pipeline",
 		Usage:     "end-to-end benchmark: producer, ingest workers, scheduler and readers against Redis and a broker",
-		UsageText: "topk bench pipeline [--workload A|B] [--rate 50000] [--duration 60s] [--warmup 10s] [--workers 2] [--partitions 8] [--read-via redis|http|http-trending] [--read-window 1h|24h|7d|30d|all] [--runs 3] [--naive] [--search] [--json] [--redis ADDR] [--brokers ADDRS]",
+		UsageText: "topk bench pipeline [--workload A|B] [--rate 50000] [--duration 60s] [--warmup 10s] [--workers 2] [--partitions 8] [--read-via redis|http|http-trending] [--read-window 1h|24h|7d|30d|all] [--runs 3] [--naive] [--profile] [--search] [--json] [--redis ADDR] [--brokers ADDRS]",
 		Description: "Starts a throwaway redis-server and an in-process Kafka broker (or uses --redis and --brokers),\n" +
 			"produces the workload at the offered --rate (0: as fast as possible), runs --workers ingest\n" +
 			"workers and the scheduler in this process, and measures after --warmup, for --duration:\n" +
@@ -84,6 +85,7 @@ func benchPipeline(c *cli.Context, env *Env) error {
 		ReadCache:   c.Duration("read-cache"),
 		MarkerEvery: c.Duration("marker-every"),
 		Naive:       c.Bool("naive"),
+		Profile:     c.Bool("profile"),
 		NaiveChunk:  c.Int("naive-chunk"),
 		RedisAddr:   c.String("redis"),
 		Brokers:     splitList(c.String("brokers")),
@@ -133,6 +135,9 @@ func benchPipelineCommandLine(c *cli.Context) string {
 	if c.Bool("naive") {
 		parts = append(parts, "--naive")
 		parts = append(parts, benchFlagWords(c, "naive-chunk")...)
+	}
+	if c.Bool("profile") {
+		parts = append(parts, "--profile")
 	}
 	if c.Bool("search") {
 		parts = append(parts, "--search")
