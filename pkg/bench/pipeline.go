@@ -135,7 +135,7 @@ type PipelineConfig struct {
 	// BatchAge and BatchEvents are ingest.Config's (0: its defaults).
 	BatchAge    time.Duration `json:"batch_age_ns"`
 	BatchEvents int           `json:"batch_events"`
-	// Interval and K are the scheduler's (0: 1 s and 100).
+	// Interval and K are the scheduler's (0: scheduler.DefaultInterval and 100).
 	Interval time.Duration `json:"interval_ns"`
 	K        int           `json:"k"`
 
@@ -208,7 +208,7 @@ func (c PipelineConfig) withDefaults() PipelineConfig {
 		c.BatchEvents = ingest.DefaultBatchEvents
 	}
 	if c.Interval == 0 {
-		c.Interval = time.Second
+		c.Interval = scheduler.DefaultInterval
 	}
 	if c.K == 0 {
 		c.K = DefaultK

@@ -10,6 +10,7 @@ import (
 	"github.com/topk-dev/topk/pkg/api"
 	"github.com/topk-dev/topk/pkg/bench"
 	"github.com/topk-dev/topk/pkg/keys"
+	"github.com/topk-dev/topk/pkg/scheduler"
 )
 
 func benchPipelineCommand(env *Env) *cli.Command {
@@ -22,7 +23,7 @@ func benchPipelineCommand(env *Env) *cli.Command {
 	}
 	flags = append(flags, benchRunFlags("ingest workers")...)
 	flags = append(flags,
-		&cli.DurationFlag{Name: "interval", Value: time.Second, Usage: "scheduler refresh interval"},
+		&cli.DurationFlag{Name: "interval", Value: scheduler.DefaultInterval, Usage: "scheduler refresh interval"},
 		&cli.IntFlag{Name: "k", Value: DefaultK, Usage: "entries kept in each cached ranking"},
 		&cli.StringFlag{Name: "read-via", Value: bench.ReadRedis, Usage: "how the cached reads are made: redis (ZRANGE of a random workspace's top key), http (GET /v1/top of a random workspace) or http-trending (GET /trending), the HTTP ones through topk serve's handler on loopback"},
 		&cli.StringFlag{Name: "read-window", Value: keys.Window1h, Usage: "window the cached reads ask for: " + strings.Join(api.Windows, ", ") + " (the scheduler recomputes the long ones at their default cadence, 24h every minute: warm up longer than that)"},

@@ -83,7 +83,7 @@ func userCapFlag() cli.Flag {
 
 func scheduleFlags() []cli.Flag {
 	return []cli.Flag{
-		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "interval", EnvVars: []string{"TOPK_INTERVAL"}, Value: time.Second, Usage: fmt.Sprintf("refresh interval of the cached rankings (at most %s)", scheduler.MaxInterval)}),
+		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "interval", EnvVars: []string{"TOPK_INTERVAL"}, Value: scheduler.DefaultInterval, Usage: fmt.Sprintf("refresh interval of the cached rankings (at most %s)", scheduler.MaxInterval)}),
 		kFlag("entries kept in each cached ranking"),
 		altsrc.NewStringFlag(&cli.StringFlag{Name: "cadence", EnvVars: []string{"TOPK_CADENCE"}, Value: defaultCadence(), Usage: "refresh period of each long window, as window=duration pairs (a window set to 0 is not computed)"}),
 	}

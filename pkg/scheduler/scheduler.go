@@ -47,6 +47,11 @@ import (
 	"github.com/topk-dev/topk/pkg/window"
 )
 
+// DefaultInterval is the default tick interval. With the ingest workers'
+// default batch age (1 s) it bounds freshness at 1.5 s plus the time the
+// writes and the refresh take.
+const DefaultInterval = 500 * time.Millisecond
+
 // MaxInterval is the longest allowed tick interval: the freshness target is
 // 5 s from event to cached ranking.
 const MaxInterval = 5 * time.Second
@@ -82,7 +87,7 @@ func StaleAfterFor(window string) time.Duration {
 // Params configures a Scheduler.
 type Params struct {
 	Store    *store.Store
-	Interval time.Duration    // between ticks; default 1 s, at most MaxInterval
+	Interval time.Duration    // between ticks; default DefaultInterval, at most MaxInterval
 	K        int              // entries per cached ranking; default 100
 	Clock    func() time.Time // default time.Now; tests inject a simulated clock
 	Logger   *slog.Logger
@@ -186,7 +191,7 @@ func New(p Params) (*Scheduler, error) {
 		return nil, errors.New("scheduler: no store")
 	}
 	if p.Interval == 0 {
-		p.Interval = time.Second
+		p.Interval = DefaultInterval
 	}
 	if p.Interval < 0 || p.Interval > MaxInterval {
 		return nil, fmt.Errorf("scheduler: interval %s out of range (0, %s]", p.Interval, MaxInterval)

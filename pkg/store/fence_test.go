@@ -3,10 +3,13 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/topk-dev/topk/pkg/internal/testenv"
 	"github.com/topk-dev/topk/pkg/keys"
 	"github.com/topk-dev/topk/pkg/store"
 	"github.com/topk-dev/topk/pkg/window"
@@ -41,10 +44,19 @@ func part(name string, recs []record, first, last int64, m int64) store.Part {
 // partitions, dies before committing some of them, and its successor
 // replays from an earlier offset with batches cut elsewhere, some several
 // times (retries, a zombie's late writes). Every workspace's counts still
-// equal each record counted once.
+// equal each record counted once, and so does its cached ranking, also
+// with candidate sets so small that every replayed write trims them.
 func TestFencesMakeReplaysHarmless(t *testing.T) {
+	for _, cands := range []int{store.DefaultCandidates, 2} {
+		t.Run(fmt.Sprintf("candidates=%d", cands), func(t *testing.T) {
+			fencesMakeReplaysHarmless(t, cands)
+		})
+	}
+}
+
+func fencesMakeReplaysHarmless(t *testing.T, cands int) {
 	ctx := context.Background()
-	st, c := newStore(t, store.Options{})
+	st, c := newStore(t, store.Options{Candidates: cands})
 	m := window.Minute(time.Now())
 	rng := rand.New(rand.NewPCG(7, 8))
 	const n = 400
@@ -108,6 +120,30 @@ func TestFencesMakeReplaysHarmless(t *testing.T) {
 		}
 		if win := readWin(t, c, ks.Workspace(ws)); fmt.Sprint(win) != fmt.Sprint(want) {
 			t.Fatalf("%s: running sum\n got %v\nwant %v", ws, win, want)
+		}
+	}
+	if floors := 0; cands < 6 {
+		for ws := range truth {
+			if f, err := c.Do(ctx, c.B().Get().Key(ks.Workspace(ws).WinFloor(keys.Window1h)).Build()).AsInt64(); err == nil && f > 0 {
+				floors++
+			}
+		}
+		if floors == 0 {
+			t.Fatalf("no workspace's candidate set was ever trimmed (all floors 0) with %d candidates", cands)
+		}
+	}
+	const k = 3
+	wss := slices.Collect(maps.Keys(truth))
+	if err := st.Refresh(ctx, wss, time.Now(), k); err != nil {
+		t.Fatal(err)
+	}
+	for _, ws := range wss {
+		res, err := st.ReadTop(ctx, ws, keys.Window1h, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := testenv.ExactTop(truth[ws], k); fmt.Sprint(res.Entries) != fmt.Sprint(want) {
+			t.Fatalf("%s: cached top\n got %v\nwant %v", ws, res.Entries, want)
 		}
 	}
 	// The global view's summaries are fenced too: each shard's summary of
