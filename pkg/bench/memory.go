@@ -649,8 +649,12 @@ func runMemoryHour(ctx context.Context, c rueidis.Client, cfg MemoryConfig, pref
 		return nil, err
 	}
 	// Simulated minutes start at the next clock hour, so that every
-	// bucket's expiry lies in the future and the window is one hour bucket.
-	start := time.Now().Truncate(time.Hour).Add(time.Hour)
+	// bucket's expiry lies in the future and the window is one hour bucket;
+	// never the day's last hour (UTC), whose close would also close its day.
+	start := time.Now().UTC().Truncate(time.Hour).Add(time.Hour)
+	if start.Hour() == 23 {
+		start = start.Add(time.Hour)
+	}
 	m.run.Start = start
 	minutes := make([]int, cfg.Minutes)
 	for i := range minutes {
