@@ -38,7 +38,12 @@ type channelSink struct {
 type part struct {
 	counts      store.Counts
 	first, last int64
-	counted     []store.Event
+	counted     []countedEvent
+}
+
+type countedEvent struct {
+	offset, minute int64
+	ws, ch         string
 }
 
 // NewChannelSink returns the channel pipeline's sink over st: events count
@@ -76,7 +81,7 @@ func (s *channelSink) Add(r *kgo.Record, arrived, now time.Time) error {
 	}
 	m := window.MinuteOfMillis(ev.TS)
 	p.counts.Add(ev.WorkspaceID, m, ev.ChannelID, 1)
-	p.counted = append(p.counted, store.Event{Offset: r.Offset, Minute: m, WS: ev.WorkspaceID, Ch: ev.ChannelID})
+	p.counted = append(p.counted, countedEvent{offset: r.Offset, minute: m, ws: ev.WorkspaceID, ch: ev.ChannelID})
 	s.events++
 	return nil
 }
@@ -89,7 +94,6 @@ func (s *channelSink) Write(ctx context.Context) (Written, error) {
 				Source:  store.Source{Name: tp.topic + "/" + strconv.Itoa(int(tp.partition)), First: p.first, Last: p.last},
 				Counts:  p.counts,
 				Recount: p.recount,
-				Slices:  p.slices,
 			})
 		}
 		s.prepared = s.st.PrepareParts(parts)
@@ -108,16 +112,11 @@ func (s *channelSink) String() string { return "counts to Redis" }
 func (p *part) recount(after int64) store.Counts {
 	c := store.Counts{}
 	for _, e := range p.counted {
-		if e.Offset > after {
-			c.Add(e.WS, e.Minute, e.Ch, 1)
+		if e.offset > after {
+			c.Add(e.ws, e.minute, e.ch, 1)
 		}
 	}
 	return c
-}
-
-// slices is store.Part.Slices over the part's events.
-func (p *part) slices(keep func(ws, ch string) bool, maxPairs int) []store.Slice {
-	return store.SliceEvents(p.first, p.last, p.counted, keep, maxPairs)
 }
 
 // userCap enforces Config.UserMinuteCap: at most max counted events per

@@ -27,10 +27,6 @@ func part(name string, recs []record, first, last int64, m int64) store.Part {
 	for off := first; off <= last; off++ {
 		counts.Add(recs[off].ws, m, recs[off].ch, 1)
 	}
-	evs := make([]store.Event, 0, last-first+1)
-	for off := first; off <= last; off++ {
-		evs = append(evs, store.Event{Offset: off, Minute: m, WS: recs[off].ws, Ch: recs[off].ch})
-	}
 	return store.Part{
 		Source: store.Source{Name: name, First: first, Last: last},
 		Counts: counts,
@@ -41,9 +37,6 @@ func part(name string, recs []record, first, last int64, m int64) store.Part {
 			}
 			return c
 		},
-		Slices: func(keep func(ws, ch string) bool, maxPairs int) []store.Slice {
-			return store.SliceEvents(first, last, evs, keep, maxPairs)
-		},
 	}
 }
 
@@ -52,21 +45,18 @@ func part(name string, recs []record, first, last int64, m int64) store.Part {
 // replays from an earlier offset with batches cut elsewhere, some several
 // times (retries, a zombie's late writes). Every workspace's counts still
 // equal each record counted once, and so does its cached ranking, also
-// with candidate sets so small that every replayed write trims them, and
-// with calls so small that every group (a workspace's, a global shard's)
-// is sent as a sequence of offset slices, which replays cut across.
+// with candidate sets so small that every replayed write trims them.
 func TestFencesMakeReplaysHarmless(t *testing.T) {
-	for _, opts := range []store.Options{{}, {Candidates: 2}, {MaxPairsPerCall: 2}} {
-		t.Run(fmt.Sprintf("candidates=%d,max-pairs=%d", opts.Candidates, opts.MaxPairsPerCall), func(t *testing.T) {
-			fencesMakeReplaysHarmless(t, opts)
+	for _, cands := range []int{store.DefaultCandidates, 2} {
+		t.Run(fmt.Sprintf("candidates=%d", cands), func(t *testing.T) {
+			fencesMakeReplaysHarmless(t, cands)
 		})
 	}
 }
 
-func fencesMakeReplaysHarmless(t *testing.T, opts store.Options) {
+func fencesMakeReplaysHarmless(t *testing.T, cands int) {
 	ctx := context.Background()
-	st, c := newStore(t, opts)
-	cands := opts.Candidates
+	st, c := newStore(t, store.Options{Candidates: cands})
 	m := window.Minute(time.Now())
 	rng := rand.New(rand.NewPCG(7, 8))
 	const n = 400
@@ -132,7 +122,7 @@ func fencesMakeReplaysHarmless(t *testing.T, opts store.Options) {
 			t.Fatalf("%s: running sum\n got %v\nwant %v", ws, win, want)
 		}
 	}
-	if floors := 0; cands > 0 && cands < 6 {
+	if floors := 0; cands < 6 {
 		for ws := range truth {
 			if f, err := c.Do(ctx, c.B().Get().Key(ks.Workspace(ws).WinFloor(keys.Window1h)).Build()).AsInt64(); err == nil && f > 0 {
 				floors++

@@ -59,51 +59,18 @@ func (s *Store) prepareGlobal(parts []Part) []call {
 	for sh := range gcs {
 		gcs[sh] = s.newGlobalCalls(sh)
 	}
-	var calls []call
 	for pi, p := range parts {
 		for sh, byMinute := range s.byShard(p.Counts) {
-			if len(byMinute) == 0 {
-				continue
-			}
-			if p.Slices == nil || p.Source.Name == "" || itemsOf(byMinute) <= s.opts.MaxPairsPerCall {
+			if len(byMinute) > 0 {
 				gcs[sh].group(pi, p.Source, byMinute)
-				continue
 			}
-			calls = append(calls, s.slicedGlobal(sh, pi, p))
 		}
 	}
+	var calls []call
 	for _, gc := range gcs {
 		calls = append(calls, gc.calls...)
 	}
 	return calls
-}
-
-// slicedGlobal sends shard sh's counts from part p as one global_add.lua
-// call per offset slice, in order (see seqCall). Each slice is merged as
-// its own batch, which only ever widens the bounds a little (more merges),
-// and keeps every call short.
-func (s *Store) slicedGlobal(sh, pi int, p Part) call {
-	keep := func(ws, ch string) bool { return s.shardOf(keys.GlobalItem(ws, ch)) == sh }
-	seq := &seqCall{}
-	for _, sl := range p.Slices(keep, s.opts.MaxPairsPerCall) {
-		byMinute := s.byShard(sl.Counts)[sh]
-		if len(byMinute) == 0 {
-			continue
-		}
-		gc := s.newGlobalCalls(sh)
-		gc.group(pi, Source{Name: p.Source.Name, First: sl.First, Last: sl.Last}, byMinute)
-		seq.calls = append(seq.calls, gc.calls...)
-	}
-	return seq
-}
-
-// itemsOf counts the (item, minute) pairs of one shard's counts.
-func itemsOf(byMinute map[int64][]weighted) int {
-	n := 0
-	for _, items := range byMinute {
-		n += len(items)
-	}
-	return n
 }
 
 // globalCall is one global_add.lua call and what its reply said.

@@ -152,9 +152,9 @@ func (s *Store) RefreshSums(ctx context.Context, workspaces []string, now time.T
 const freshCandidates = 2
 
 // freshGroupsPerCall is how many workspaces one fresh.lua call carries on
-// a single Redis: it reads O(k) members per window and workspace, so two
-// per call keep each call short.
-const freshGroupsPerCall = 2
+// a single Redis: it reads O(k) members per window and workspace, a few
+// ms for a large workspace's four windows, so one per call.
+const freshGroupsPerCall = 1
 
 // RefreshFresh caches the workspaces' rankings of the long windows wins
 // (shortest first, as window.Longs) at now: each window's sum of the hours

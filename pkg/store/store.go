@@ -141,51 +141,6 @@ type Part struct {
 	Source  Source
 	Counts  Counts
 	Recount func(after int64) Counts
-	// Slices, when set, cuts the part's events that keep accepts into
-	// consecutive offset ranges that cover Source.First..Source.Last, each
-	// with at most maxPairs distinct (workspace, channel, minute) pairs. A
-	// fenced group larger than MaxPairsPerCall (a large workspace's, or a
-	// global shard's) is then sent as one call per slice, in order, so no
-	// script runs long; without it the group is one call.
-	Slices func(keep func(ws, ch string) bool, maxPairs int) []Slice
-}
-
-// Slice is the counts of the events of one offset range of a part.
-type Slice struct {
-	First, Last int64
-	Counts      Counts
-}
-
-// Event is one counted event of a part: its record's offset, its minute,
-// workspace and channel.
-type Event struct {
-	Offset, Minute int64
-	WS, Ch         string
-}
-
-// SliceEvents implements Part.Slices for a part spanning first..last whose
-// events are evs, in offset order: a slice ends just before the event that
-// would give it one pair more than maxPairs.
-func SliceEvents(first, last int64, evs []Event, keep func(ws, ch string) bool, maxPairs int) []Slice {
-	var out []Slice
-	cur := Slice{First: first, Counts: Counts{}}
-	pairs := 0
-	for _, e := range evs {
-		if !keep(e.WS, e.Ch) {
-			continue
-		}
-		if cur.Counts[e.WS][e.Minute][e.Ch] == 0 {
-			if pairs == maxPairs {
-				cur.Last = e.Offset - 1
-				out = append(out, cur)
-				cur, pairs = Slice{First: e.Offset, Counts: Counts{}}, 0
-			}
-			pairs++
-		}
-		cur.Counts.Add(e.WS, e.Minute, e.Ch, 1)
-	}
-	cur.Last = last
-	return append(out, cur)
 }
 
 // Batch is a set of counts prepared for Redis. Apply may be called again
@@ -241,41 +196,6 @@ type overlap struct {
 	fence int64
 }
 
-// seqCall is a fenced group cut into offset slices (Part.Slices), one call
-// each, sent in order: a slice applies only once the ones before it have
-// moved the fence, so a later slice can never jump the fence past an
-// earlier one. It stops after the first slice that straddles its fence: the
-// recount sends everything after the fence, through the part's end.
-type seqCall struct {
-	calls []call
-	sent  int // calls acknowledged, in order
-}
-
-func (sc *seqCall) exec(ctx context.Context, c rueidis.Client) error {
-	for sc.sent < len(sc.calls) {
-		cur := sc.calls[sc.sent]
-		if err := cur.exec(ctx, c); err != nil {
-			return err
-		}
-		sc.sent++
-		if straddled(cur) {
-			sc.calls = sc.calls[:sc.sent] // the rest is recounted
-		}
-	}
-	return nil
-}
-
-// straddled reports whether a fenced call had a group that straddled its fence.
-func straddled(c call) bool {
-	switch fc := c.(type) {
-	case *ingestCall:
-		return len(fc.overlaps) > 0
-	case *globalCall:
-		return len(fc.overlaps) > 0
-	}
-	return false
-}
-
 func (ic *ingestCall) exec(ctx context.Context, c rueidis.Client) error {
 	reply, err := ic.script.Exec(ctx, c, ic.keys, ic.args).AsIntSlice()
 	if err != nil {
@@ -327,7 +247,7 @@ func (s *Store) PrepareParts(parts []Part) *Batch {
 	ic := s.newIngestCalls()
 	for pi, p := range parts {
 		for ws, byMinute := range p.Counts {
-			ic.add(groupRef{ws: ws, part: pi}, p, byMinute)
+			ic.group(groupRef{ws: ws, part: pi}, p.Source, byMinute)
 			for m := range byMinute {
 				if l, ok := last[ws]; !ok || m > l {
 					last[ws] = m
@@ -389,36 +309,6 @@ type ingestCalls struct {
 func (s *Store) newIngestCalls() *ingestCalls {
 	return &ingestCalls{max: s.opts.MaxPairsPerCall, win: s.win, keys: s.keys, one: s.cluster,
 		args: []string{seconds(s.opts.Rollup.HourRetention), seconds(s.opts.Rollup.DayRetention), strconv.Itoa(s.opts.Candidates)}}
-}
-
-// add adds the counts of one workspace from part p: one group, or, when it
-// is larger than a call should be and p can be sliced, a sequence of calls
-// of one slice each.
-func (ic *ingestCalls) add(ref groupRef, p Part, byMinute map[int64]map[string]int64) {
-	if p.Slices == nil || p.Source.Name == "" || pairsOf(byMinute) <= ic.max {
-		ic.group(ref, p.Source, byMinute)
-		return
-	}
-	seq := &seqCall{}
-	for _, sl := range p.Slices(func(ws, _ string) bool { return ws == ref.ws }, ic.max) {
-		if len(sl.Counts[ref.ws]) == 0 {
-			continue
-		}
-		part := &ingestCalls{max: ic.max, win: ic.win, keys: ic.keys, args: ic.args, one: true}
-		part.group(ref, Source{Name: p.Source.Name, First: sl.First, Last: sl.Last}, sl.Counts[ref.ws])
-		seq.calls = append(seq.calls, part.calls...)
-	}
-	ic.calls = append(ic.calls, seq)
-	ic.cur = nil
-}
-
-// pairsOf counts the (channel, minute) pairs of one workspace's counts.
-func pairsOf(byMinute map[int64]map[string]int64) int {
-	n := 0
-	for _, byChannel := range byMinute {
-		n += len(byChannel)
-	}
-	return n
 }
 
 // group adds the counts of one workspace from one source.
@@ -517,8 +407,10 @@ func (s *Store) recountOverlaps(ctx context.Context, b *Batch) error {
 	for round := 0; ; round++ {
 		var redo []overlap
 		var redoGlobal []globalOverlap
-		var collect func(c call)
-		collect = func(c call) {
+		for i, c := range b.calls {
+			if !b.done[i] {
+				continue
+			}
 			switch fc := c.(type) {
 			case *ingestCall:
 				b.Skipped += fc.skipped
@@ -529,15 +421,6 @@ func (s *Store) recountOverlaps(ctx context.Context, b *Batch) error {
 				// events were counted (or skipped) by the workspaces' calls.
 				redoGlobal = append(redoGlobal, fc.overlaps...)
 				fc.overlaps = nil
-			case *seqCall:
-				for _, sub := range fc.calls[:fc.sent] {
-					collect(sub)
-				}
-			}
-		}
-		for i, c := range b.calls {
-			if b.done[i] {
-				collect(c)
 			}
 		}
 		if len(redo)+len(redoGlobal) == 0 {
@@ -700,7 +583,7 @@ const refreshAttempts = 4
 // refreshGroupsPerCall is how many workspaces one refresh.lua call carries
 // on a single Redis: enough to make the per-call cost negligible, few enough
 // that one call never blocks Redis for long.
-const refreshGroupsPerCall = 64
+const refreshGroupsPerCall = 16
 
 // refreshGroup is one workspace of a refresh.lua call, and the minutes whose
 // buckets it passes.
