@@ -401,6 +401,9 @@ type RedisUsage struct {
 	// Slowlog is the time by script and the longest call, from SLOWLOG
 	// (nil: unavailable, or not the pipeline benchmark).
 	Slowlog *SlowlogUsage `json:"slowlog,omitempty"`
+	// Latency is what Redis's latency monitor saw of the calls over 5 ms
+	// (nil: not the pipeline benchmark).
+	Latency *LatencyUsage `json:"latency,omitempty"`
 	// CPUSeconds is the growth of used_cpu_sys + used_cpu_user; it
 	// includes serving the benchmark's reads.
 	CPUSeconds        float64 `json:"cpu_seconds"`
@@ -721,6 +724,10 @@ type phase struct {
 	rssMax      int64
 	// slowlog tallies SLOWLOG over the measured period (nil: not at all).
 	slowlog *slowlogRecorder
+	// latency watches the calls over 5 ms in the measured period, and
+	// latencyUsage is what it saw.
+	latency      *latencyMonitor
+	latencyUsage *LatencyUsage
 }
 
 type readSample struct {
@@ -781,6 +788,9 @@ func (p *phase) run(ctx context.Context, seed uint64) (PhaseResult, error) {
 	}
 	defer readClient.Close()
 	p.slowlog = e.newSlowlogRecorder()
+	if p.latency, err = newLatencyMonitor(ctx, e.admin); err != nil {
+		return PhaseResult{}, err
+	}
 	st := store.New(storeClient, p.ks, window.Hour, store.Options{Global: store.GlobalOptions{Backend: e.backend}})
 	kcfg := kafka.Config{Brokers: e.brokers}
 	groupID := p.prefix + ".group"
@@ -1287,6 +1297,7 @@ func (p *phase) result(begin, end snapshot, graceEnd time.Time) PhaseResult {
 		ru.CallsPerEventBy = perEventLargest(calls, ev, 8, 0.0005)
 		ru.MicrosPerEventBy = perEventLargest(micros, ev, 8, 0.005)
 		ru.Slowlog = p.slowlog.usage(ev)
+		ru.Latency = p.latencyUsage
 	}
 	r.Redis = ru
 
@@ -1760,6 +1771,16 @@ func usageRows(scriptCalls bool) []usageRow {
 			return group(r.ScriptCalls)
 		}})
 		rows = append(rows, slowlogRows()...)
+		rows = append(rows, usageRow{"longest Redis call (latency monitor)", "", func(r RedisUsage, _ ProcessUsage) string {
+			l := r.Latency
+			switch {
+			case l == nil:
+				return "—"
+			case l.LongestMs == 0:
+				return fmt.Sprintf("none over %d ms", latencyThresholdMs)
+			}
+			return fmt.Sprintf("%s; seconds with a call over %d ms: %.0f", msString(l.LongestMs), latencyThresholdMs, l.SecondsOver)
+		}})
 	}
 	return append(rows,
 		usageRow{"Redis CPU (sys + user)", "redis_cpu_seconds", func(r RedisUsage, _ ProcessUsage) string {

@@ -133,12 +133,22 @@ func (p *phase) measure(ctx context.Context, g *runGroup, warmup, duration time.
 		return begin, end, err
 	}
 	defer p.slowlog.stop()
+	if err := p.latency.start(ctx); err != nil {
+		return begin, end, err
+	}
 	if err := g.wait(duration); err != nil {
 		return begin, end, err
 	}
 	if err := p.slowlog.finish(ctx); err != nil {
 		return begin, end, err
 	}
+	lat, err := p.latency.finish(ctx)
+	if err != nil {
+		return begin, end, err
+	}
+	p.mu.Lock()
+	p.latencyUsage = lat
+	p.mu.Unlock()
 	end, err = p.snapshot(ctx)
 	return begin, end, err
 }
