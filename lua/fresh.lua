@@ -257,10 +257,17 @@ for i = 1, #KEYS, 3 do
       end
       local errs = {}
       if hours == 0 and not empty then
-        local raw = redis.call('HGETALL', base .. 'base:all:err')
-        for j2 = 1, #raw, 2 do
-          local b, a = string.match(raw[j2 + 1], '^(%d+),(%d+)$')
-          errs[raw[j2]] = { tonumber(b), tonumber(a) }
+        -- Only the candidates' errors: the hash holds one per member of
+        -- the all-time sum, up to --rollup-keep of them.
+        for i2 = 1, #members, 4000 do
+          local part = { unpack(members, i2, math.min(i2 + 3999, #members)) }
+          local raw = redis.call('HMGET', base .. 'base:all:err', unpack(part))
+          for j2, v in ipairs(part) do
+            if raw[j2] then
+              local b, a = string.match(raw[j2], '^(%d+),(%d+)$')
+              errs[v] = { tonumber(b), tonumber(a) }
+            end
+          end
         end
       end
       read_head(members)
