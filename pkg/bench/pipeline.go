@@ -170,6 +170,9 @@ type PipelineConfig struct {
 	// NaiveChunk is the events per DoMulti of the baseline (0:
 	// DefaultNaiveChunk).
 	NaiveChunk int `json:"naive_chunk"`
+	// Drain, when above 0, replaces the measured phases with backlog
+	// drains of this many events (see drain.go).
+	Drain int64 `json:"drain,omitempty"`
 
 	// RedisAddr is a single Redis server (not a cluster) to use; empty
 	// starts a throwaway redis-server. Keys go under a fresh prefix
@@ -258,6 +261,7 @@ func (c PipelineConfig) Validate() error {
 	check(slices.Contains(api.Windows, c.ReadWindow), "read window must be one of %s, got %q", strings.Join(api.Windows, ", "), c.ReadWindow)
 	check(c.MarkerEvery > 0 && c.MarkerGrace > 0, "marker period and grace must be positive")
 	check(c.NaiveChunk >= 1, "naive chunk must be >= 1")
+	check(c.Drain >= 0 && (c.Drain == 0 || !c.Profile), "drain must be >= 0 and does not combine with profile")
 	if err := c.generatorConfig(0).Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -485,10 +489,13 @@ type PipelineReport struct {
 	RedisVersion string           `json:"redis_version"`
 	Redis        string           `json:"redis"`   // "throwaway redis-server" or the address
 	Brokers      string           `json:"brokers"` // "in-process kfake" or the addresses
-	Runs         []PipelineResult `json:"runs"`
+	Runs         []PipelineResult `json:"runs,omitempty"`
 	// Median is the field-wise median of Runs (see medianResult).
-	Median   PipelineResult  `json:"median"`
+	Median   PipelineResult  `json:"median,omitzero"`
 	Searches []*SearchResult `json:"searches,omitempty"`
+	// Drains and DrainMedian replace Runs and Median with Config.Drain.
+	Drains      []DrainRun `json:"drains,omitempty"`
+	DrainMedian *DrainRun  `json:"drain_median,omitempty"`
 }
 
 // RunPipeline runs the benchmark once (the pipeline, then the naive
@@ -525,6 +532,9 @@ func RunPipelineReport(ctx context.Context, cfg PipelineConfig, runs int, search
 		env.enableSlowlog(ctx)
 	}
 	rep := &PipelineReport{Config: cfg, RedisVersion: env.redisVersion, Redis: env.redisDesc, Brokers: env.brokerDesc}
+	if cfg.Drain > 0 {
+		return rep, env.drains(ctx, rep, runs, search)
+	}
 	for i := 0; i < runs; i++ {
 		res := PipelineResult{Run: i + 1, Seed: cfg.Seed + uint64(i)}
 		label := fmt.Sprintf("run %d/%d", i+1, runs)
@@ -791,50 +801,12 @@ func (p *phase) run(ctx context.Context, seed uint64) (PhaseResult, error) {
 	if p.latency, err = newLatencyMonitor(ctx, e.admin); err != nil {
 		return PhaseResult{}, err
 	}
-	st := store.New(storeClient, p.ks, window.Hour, store.Options{Global: store.GlobalOptions{Backend: e.backend}})
-	kcfg := kafka.Config{Brokers: e.brokers}
-	groupID := p.prefix + ".group"
-
-	var runners []func(context.Context) error
-	switch p.design {
-	case designPipeline:
-		workers := make([]*ingest.Worker, cfg.Workers)
-		for i := range workers {
-			if workers[i], err = ingest.New(ingest.Config{Kafka: kcfg, Topic: p.topic, Group: groupID, Store: st,
-				BatchEvents: cfg.BatchEvents, BatchAge: cfg.BatchAge, Logger: e.log}); err != nil {
-				return PhaseResult{}, fmt.Errorf("bench.pipeline: %w", err)
-			}
-			runners = append(runners, workers[i].Run)
-		}
-		p.totals = func() (int64, int64) { return workerTotals(workers) }
-	case designNaive:
-		workers := make([]*naiveWorker, cfg.Workers)
-		for i := range workers {
-			if workers[i], err = newNaiveWorker(naiveConfig{Kafka: kcfg, Topic: p.topic, Group: groupID, Client: storeClient,
-				Keys: p.ks, Window: window.Hour, Chunk: cfg.NaiveChunk, Logger: e.log}); err != nil {
-				return PhaseResult{}, err
-			}
-			runners = append(runners, workers[i].Run)
-		}
-		p.totals = func() (counted, rejected int64) {
-			for _, w := range workers {
-				counted += w.counted.Load()
-				rejected += w.rejected.Load()
-			}
-			return counted, rejected
-		}
-	default:
-		return PhaseResult{}, fmt.Errorf("bench.pipeline: unknown design %q", p.design)
-	}
-	sp := scheduler.Params{Store: st, Interval: cfg.Interval, K: cfg.K, Logger: e.log}
-	if p.design == designNaive {
-		sp.Refresh = naiveRefresh(storeClient, p.ks, window.Hour)
-	}
-	sched, err := scheduler.New(sp)
+	runners, sched, err := p.consumers(storeClient)
 	if err != nil {
-		return PhaseResult{}, fmt.Errorf("bench.pipeline: %w", err)
+		return PhaseResult{}, err
 	}
-	runners = append(runners, sched.Run)
+	runners = append(runners, sched)
+	kcfg := kafka.Config{Brokers: e.brokers}
 
 	producer, err := kafka.NewClient(kcfg, kgo.ProducerLinger(5*time.Millisecond))
 	if err != nil {
@@ -903,6 +875,58 @@ func (p *phase) run(ctx context.Context, seed uint64) (PhaseResult, error) {
 		msString(res.Freshness.P99), cfg.ReadWindow, msString(res.Reads.P99))
 	return res, nil
 }
+
+// consumers returns the design's consumer-group members (cfg.Workers
+// ingest or naive workers, one group), setting p.totals to their counts,
+// and its scheduler (for the naive design, with the seed's refresh).
+func (p *phase) consumers(storeClient rueidis.Client) (workers []func(context.Context) error, sched func(context.Context) error, err error) {
+	cfg, e := p.cfg, p.e
+	st := store.New(storeClient, p.ks, window.Hour, store.Options{Global: store.GlobalOptions{Backend: e.backend}})
+	kcfg := kafka.Config{Brokers: e.brokers}
+	groupID := p.groupID()
+	switch p.design {
+	case designPipeline:
+		ws := make([]*ingest.Worker, cfg.Workers)
+		for i := range ws {
+			if ws[i], err = ingest.New(ingest.Config{Kafka: kcfg, Topic: p.topic, Group: groupID, Store: st,
+				BatchEvents: cfg.BatchEvents, BatchAge: cfg.BatchAge, Logger: e.log}); err != nil {
+				return nil, nil, fmt.Errorf("bench.pipeline: %w", err)
+			}
+			workers = append(workers, ws[i].Run)
+		}
+		p.totals = func() (int64, int64) { return workerTotals(ws) }
+	case designNaive:
+		ws := make([]*naiveWorker, cfg.Workers)
+		for i := range ws {
+			if ws[i], err = newNaiveWorker(naiveConfig{Kafka: kcfg, Topic: p.topic, Group: groupID, Client: storeClient,
+				Keys: p.ks, Window: window.Hour, Chunk: cfg.NaiveChunk, Logger: e.log}); err != nil {
+				return nil, nil, err
+			}
+			workers = append(workers, ws[i].Run)
+		}
+		p.totals = func() (counted, rejected int64) {
+			for _, w := range ws {
+				counted += w.counted.Load()
+				rejected += w.rejected.Load()
+			}
+			return counted, rejected
+		}
+	default:
+		return nil, nil, fmt.Errorf("bench.pipeline: unknown design %q", p.design)
+	}
+	sp := scheduler.Params{Store: st, Interval: cfg.Interval, K: cfg.K, Logger: e.log}
+	if p.design == designNaive {
+		sp.Refresh = naiveRefresh(storeClient, p.ks, window.Hour)
+	}
+	s, err := scheduler.New(sp)
+	if err != nil {
+		return nil, nil, fmt.Errorf("bench.pipeline: %w", err)
+	}
+	return workers, s.Run, nil
+}
+
+// groupID is the phase's consumer group.
+func (p *phase) groupID() string { return p.prefix + ".group" }
 
 // produceLoad sends the workload: paced at the offered rate, or as fast as
 // possible with the backlog capped.
@@ -1608,6 +1632,10 @@ func boundedString(l LagResult) string {
 func (r *PipelineReport) WriteMarkdown(w io.Writer) {
 	c := r.Config
 	fmt.Fprintf(w, "### %s\n\n", capitalize(c.WorkloadDescription()))
+	if r.DrainMedian != nil {
+		r.writeDrainMarkdown(w)
+		return
+	}
 	reads := "no cached reads"
 	if c.QueryRate > 0 {
 		switch c.ReadVia {

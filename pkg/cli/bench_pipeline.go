@@ -33,6 +33,7 @@ func benchPipelineCommand(env *Env) *cli.Command {
 		&cli.BoolFlag{Name: "naive", Usage: "also run the naive baseline (one ZINCRBY + EXPIREAT per event) on the same load"},
 		&cli.IntFlag{Name: "naive-chunk", Value: bench.DefaultNaiveChunk, Usage: "naive baseline: events per pipelined DoMulti"},
 		&cli.BoolFlag{Name: "profile", Usage: "log every Redis call in the measured periods (SLOWLOG) and report Redis time per script and the longest call; this costs Redis CPU, so it lowers the measured rate"},
+		&cli.IntFlag{Name: "drain", Usage: "instead of the measured phases, time draining a backlog of this many events of the workload, produced and acknowledged before the consumers start (the pipeline: --workers ingest workers and the scheduler; --naive: as many naive workers, no scheduler); a drain longer than 10 × --duration fails (0: off)"},
 		&cli.IntFlag{Name: "runs", Value: 1, Usage: "repeat the run this many times and report medians (use at least 3 for BENCHMARKS.md)"},
 		&cli.BoolFlag{Name: "search", Usage: "then search the largest offered rate sustained with bounded lag (short runs, ×factor per step)"},
 		&cli.Float64Flag{Name: "search-start", Usage: "first offered rate of the search (0: --rate, or 10,000)"},
@@ -45,7 +46,7 @@ func benchPipelineCommand(env *Env) *cli.Command {
 	return &cli.Command{
 		Name:      "pipeline",
 		Usage:     "end-to-end benchmark: producer, ingest workers, scheduler and readers against Redis and a broker",
-		UsageText: "topk bench pipeline [--workload A|B] [--rate 50000] [--duration 60s] [--warmup 10s] [--workers 2] [--partitions 8] [--read-via redis|http|http-trending] [--read-window 1h|24h|7d|30d|all] [--runs 3] [--naive] [--profile] [--search] [--json] [--redis ADDR] [--brokers ADDRS]",
+		UsageText: "topk bench pipeline [--workload A|B] [--rate 50000] [--duration 60s] [--warmup 10s] [--workers 2] [--partitions 8] [--read-via redis|http|http-trending] [--read-window 1h|24h|7d|30d|all] [--runs 3] [--naive] [--profile] [--search] [--drain 2000000] [--json] [--redis ADDR] [--brokers ADDRS]",
 		Description: "Starts a throwaway redis-server and an in-process Kafka broker (or uses --redis and --brokers),\n" +
 			"produces the workload at the offered --rate (0: as fast as possible), runs --workers ingest\n" +
 			"workers and the scheduler in this process, and measures after --warmup, for --duration:\n" +
@@ -54,8 +55,9 @@ func benchPipelineCommand(env *Env) *cli.Command {
 			"p50/p99/p999 at --query-rate (open loop); Redis commands per event, Redis CPU and used_memory;\n" +
 			"this process's CPU and peak RSS (which include the producer, the readers and an in-process\n" +
 			"broker). --naive runs the same load through the seed's design (one ZINCRBY per event) and\n" +
-			"reports the ratios; --search looks for the largest offered rate with bounded lag; --runs N\n" +
-			"reports medians. Progress goes to stderr; results (markdown, or --json) to stdout.",
+			"reports the ratios; --search looks for the largest offered rate with bounded lag; --drain N\n" +
+			"instead produces a backlog of N events with no consumer running, then times each design\n" +
+			"draining it (events/s, Redis CPU and commands per event); --runs N reports medians. Progress goes to stderr; results (markdown, or --json) to stdout.",
 		Flags:  flags,
 		Action: benchProgress(env, benchPipeline),
 	}
@@ -88,12 +90,16 @@ func benchPipeline(c *cli.Context, env *Env) error {
 		Naive:       c.Bool("naive"),
 		Profile:     c.Bool("profile"),
 		NaiveChunk:  c.Int("naive-chunk"),
+		Drain:       int64(c.Int("drain")),
 		RedisAddr:   c.String("redis"),
 		Brokers:     splitList(c.String("brokers")),
 		Progress:    env.Err,
 	}
-	if c.Int("workspaces") < 0 || c.Int("channels") < 0 || c.Int("runs") < 1 || c.Int("naive-chunk") < 1 || c.Float64("query-rate") < 0 {
-		return cli.Exit("--workspaces and --channels must be >= 0, --runs and --naive-chunk >= 1, --query-rate >= 0", exitUsage)
+	if c.Int("workspaces") < 0 || c.Int("channels") < 0 || c.Int("runs") < 1 || c.Int("naive-chunk") < 1 || c.Float64("query-rate") < 0 || c.Int("drain") < 0 {
+		return cli.Exit("--workspaces, --channels and --drain must be >= 0, --runs and --naive-chunk >= 1, --query-rate >= 0", exitUsage)
+	}
+	if c.Int("drain") > 0 && (c.Bool("search") || c.Bool("profile")) {
+		return cli.Exit("--drain does not combine with --search or --profile", exitUsage)
 	}
 	if c.Duration("warmup") < 0 || c.Duration("duration") <= 0 || c.Duration("batch-age") <= 0 || c.Duration("interval") <= 0 || c.Duration("marker-every") <= 0 {
 		return cli.Exit("--duration, --batch-age, --interval and --marker-every must be positive, --warmup >= 0", exitUsage)
@@ -131,8 +137,13 @@ func benchPipelineCommandLine(c *cli.Context) string {
 			parts = append(parts, benchFlagWords(c, name)...)
 		}
 	}
-	parts = append(parts, benchFlagWords(c, "rate", "duration", "warmup", "workers", "partitions", "batch-events", "batch-age",
-		"interval", "k", "query-rate", "read-via", "read-window", "read-cache", "marker-every", "seed", "runs")...)
+	if c.Int("drain") > 0 {
+		// No producer alongside, no markers, no reads; --duration bounds the drain.
+		parts = append(parts, benchFlagWords(c, "drain", "duration", "workers", "partitions", "batch-events", "batch-age", "interval", "k", "seed", "runs")...)
+	} else {
+		parts = append(parts, benchFlagWords(c, "rate", "duration", "warmup", "workers", "partitions", "batch-events", "batch-age",
+			"interval", "k", "query-rate", "read-via", "read-window", "read-cache", "marker-every", "seed", "runs")...)
+	}
 	if c.Bool("naive") {
 		parts = append(parts, "--naive")
 		parts = append(parts, benchFlagWords(c, "naive-chunk")...)

@@ -1,0 +1,94 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/topk-dev/topk/pkg/internal/testenv"
+)
+
+// A small backlog drained by both designs, twice: each drains exactly the
+// backlog at a positive rate, Redis did work for it, the median and the
+// report render, and nothing is left behind.
+func TestPipelineDrain(t *testing.T) {
+	redisAddr, brokers := tinyRunServices(t)
+	var progress testenv.SyncBuffer
+	const n = 20_000
+	cfg := PipelineConfig{
+		Workload: WorkloadChat, Workspaces: 50, Channels: 200, Drain: n,
+		Duration: 30 * time.Second, Workers: 2, Partitions: 4, BatchAge: 200 * time.Millisecond,
+		Interval: 500 * time.Millisecond, Naive: true,
+		RedisAddr: redisAddr, Brokers: brokers, Progress: &progress, ProgressEvery: time.Second,
+	}
+	rep, err := RunPipelineReport(context.Background(), cfg, 2, nil, nil)
+	if err != nil {
+		t.Fatalf("%v\nprogress:\n%s", err, progress.String())
+	}
+	if len(rep.Drains) != 2 || rep.DrainMedian == nil || len(rep.Runs) != 0 {
+		t.Fatalf("drains %d, median %v, runs %d: want 2 drains, a median and no measured phases", len(rep.Drains), rep.DrainMedian, len(rep.Runs))
+	}
+	for _, run := range append(rep.Drains, *rep.DrainMedian) {
+		if run.Naive == nil {
+			t.Fatalf("run %d: no naive drain", run.Run)
+		}
+		for _, d := range []BacklogDrain{run.Pipeline, *run.Naive} {
+			if d.Backlog != n || d.Drained != n || d.Rejected != 0 {
+				t.Errorf("run %d %s: backlog %d, drained %d, rejected %d; want %d, %d, 0", run.Run, d.Design, d.Backlog, d.Drained, d.Rejected, n, n)
+			}
+			if d.Rate <= 0 || d.Seconds <= 0 || d.FirstSeconds <= 0 || d.FirstSeconds > d.Seconds || d.ProduceSeconds <= 0 {
+				t.Errorf("run %d %s: rate %.0f/s, %.3f s (first after %.3f s), produced in %.3f s", run.Run, d.Design, d.Rate, d.Seconds, d.FirstSeconds, d.ProduceSeconds)
+			}
+			if d.Redis.CommandsPerEvent <= 0 || d.Redis.CPUSeconds <= 0 || d.Redis.CPUMicrosPerEvent <= 0 {
+				t.Errorf("run %d %s: redis %+v", run.Run, d.Design, d.Redis)
+			}
+		}
+		// One ZINCRBY and one EXPIREAT per event, and a few bookkeeping
+		// commands per batch; the pipeline sends far fewer.
+		if c := run.Naive.Redis.CommandsPerEvent; c < 2 || c > 2.5 {
+			t.Errorf("run %d: naive commands per event %.3f, want about 2", run.Run, c)
+		}
+		if run.Pipeline.Redis.CommandsPerEvent >= run.Naive.Redis.CommandsPerEvent {
+			t.Errorf("run %d: commands per event: pipeline %.3f, naive %.3f", run.Run, run.Pipeline.Redis.CommandsPerEvent, run.Naive.Redis.CommandsPerEvent)
+		}
+		if r := run.Ratios["rate"]; r <= 0 {
+			t.Errorf("run %d: ratios %v", run.Run, run.Ratios)
+		}
+	}
+
+	checkNothingLeft(t, redisAddr)
+
+	var md bytes.Buffer
+	rep.WriteMarkdown(&md)
+	for _, want := range []string{
+		"Backlog drain: 20,000 events", "| | pipeline (pre-aggregated, Lua) | naive (ZINCRBY + EXPIREAT per event) | pipeline ÷ naive |",
+		"| drained events (rejected) | 20,000 of 20,000 (0) | 20,000 of 20,000 (0) |", "| drain time |", "| **drain rate** |",
+		"| Redis CPU µs/event |", "| Redis commands per event", "Medians of 2 runs", "| run | design | drained |",
+	} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md.String())
+		}
+	}
+	if strings.Contains(md.String(), "freshness") {
+		t.Errorf("a drain report has no freshness:\n%s", md.String())
+	}
+	js, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatalf("JSON: %v", err)
+	}
+	for _, want := range []string{`"drain_median":`, `"drained":20000`, `"cpu_us_per_event":`, `"commands_per_event":`} {
+		if !strings.Contains(string(js), want) {
+			t.Errorf("JSON lacks %s", want)
+		}
+	}
+	if strings.Contains(string(js), `"median":`) {
+		t.Errorf("JSON of a drain has a phase median")
+	}
+	if !strings.Contains(progress.String(), "backlog of 20,000 events acknowledged") {
+		t.Errorf("progress:\n%s", progress.String())
+	}
+	t.Logf("\n%s\nprogress:\n%s", md.String(), progress.String())
+}
