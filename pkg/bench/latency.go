@@ -27,8 +27,8 @@ type LatencyUsage struct {
 	// reached the threshold.
 	LongestMs float64 `json:"longest_ms"`
 	// SecondsOver counts the seconds with at least one call over the
-	// threshold (Redis keeps one sample per second and event class, up to
-	// 160, so a longer period reports at most that many per class).
+	// threshold, of any event class (Redis keeps one sample per second and
+	// class, the last 160 of each, so a longer period reports at most 160).
 	SecondsOver float64 `json:"seconds_over_threshold"`
 }
 
@@ -62,6 +62,7 @@ func (l *latencyMonitor) finish(ctx context.Context) (*LatencyUsage, error) {
 		return nil, fmt.Errorf("bench.pipeline: LATENCY LATEST: %w", err)
 	}
 	u := &LatencyUsage{}
+	seconds := map[int64]bool{}
 	for _, ev := range latest {
 		// [event, unix time of the latest, latest ms, max ms]
 		f, err := ev.ToArray()
@@ -76,7 +77,15 @@ func (l *latencyMonitor) finish(ctx context.Context) (*LatencyUsage, error) {
 		if err != nil {
 			return nil, fmt.Errorf("bench.pipeline: LATENCY HISTORY %s: %w", name, err)
 		}
-		u.SecondsOver += float64(len(hist))
+		for _, sample := range hist {
+			// [unix time, latency ms]
+			if f, err := sample.ToArray(); err == nil && len(f) == 2 {
+				if at, err := f[0].AsInt64(); err == nil {
+					seconds[at] = true
+				}
+			}
+		}
 	}
+	u.SecondsOver = float64(len(seconds))
 	return u, nil
 }
