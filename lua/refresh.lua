@@ -72,7 +72,6 @@ local function copy_expiry(dst, src)
   if at > 0 then
     redis.call('EXPIREAT', dst, at)
   end
-  return at
 end
 
 -- rescan rebuilds cand and floor from win: every channel, then those below
