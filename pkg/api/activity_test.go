@@ -103,6 +103,22 @@ func decodeAs[T any](t *testing.T, what, body string) T {
 
 func fp(v float64) *float64 { return &v }
 
+// openRaw opens the raw event store at dsn, with its schema, closed at the
+// test's end.
+func openRaw(t *testing.T, dsn string) *rawstore.Postgres {
+	t.Helper()
+	ctx := context.Background()
+	raw, err := rawstore.Open(ctx, dsn, rawstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(raw.Close)
+	if err := raw.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
 // consume reads n records from cl, failing the test if they do not all come
 // within 10 s.
 func consume(t *testing.T, cl *kgo.Client, n int) []*kgo.Record {
@@ -559,14 +575,7 @@ func TestActivityCount(t *testing.T) {
 func TestActivityList(t *testing.T) {
 	pg := testenv.PostgresServer(t)
 	ctx := context.Background()
-	raw, err := rawstore.Open(ctx, pg.DSN(), rawstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(raw.Close)
-	if err := raw.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	raw := openRaw(t, pg.DSN())
 	r := testenv.Redis(t)
 	counts := usercount.New(testenv.Client(t, r.Addr()), keys.New(""), usercount.Options{})
 

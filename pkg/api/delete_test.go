@@ -30,14 +30,7 @@ import (
 // key from the watermark.
 func TestActivityDeletePartial(t *testing.T) {
 	ctx := context.Background()
-	raw, err := rawstore.Open(ctx, testenv.Postgres(t), rawstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(raw.Close)
-	if err := raw.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	raw := openRaw(t, testenv.Postgres(t))
 	r := testenv.Redis(t)
 	admin := testenv.Client(t, r.Addr())
 	full := usercount.New(admin, keys.New(""), usercount.Options{})
