@@ -3,7 +3,11 @@
 //
 // Scripts run through rueidis' Lua.Exec, which sends EVALSHA and falls back to
 // EVAL on NOSCRIPT, so workers keep working after SCRIPT FLUSH or on a fresh
-// server; `topk scripts load` preloads them at deploy time all the same.
+// server; `topk scripts load` preloads them at deploy time all the same. A
+// script whose first line declares `#!lua flags=no-writes` is run with
+// EVALSHA_RO and EVAL_RO instead (Redis 7): a Redis user that may only read
+// (the API's, see config/redis-acl.conf) can run it without being allowed
+// EVALSHA, and Redis refuses any write it would attempt.
 package lua
 
 import (
@@ -11,6 +15,8 @@ import (
 	"crypto/sha1"
 	_ "embed"
 	"encoding/hex"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -22,6 +28,9 @@ type Script struct {
 	Name   string
 	Source string
 	SHA1   string // what SCRIPT LOAD returns for Source
+	// ReadOnly is true for a script flagged no-writes: Exec sends
+	// EVALSHA_RO (EVAL_RO on NOSCRIPT).
+	ReadOnly bool
 	*rueidis.Lua
 
 	observer atomic.Pointer[observerBox]
@@ -69,7 +78,28 @@ func (s *Script) Exec(ctx context.Context, c rueidis.Client, keys, args []string
 
 func newScript(name, source string) *Script {
 	sum := sha1.Sum([]byte(source))
-	return &Script{Name: name, Source: source, SHA1: hex.EncodeToString(sum[:]), Lua: rueidis.NewLuaScript(source)}
+	s := &Script{Name: name, Source: source, SHA1: hex.EncodeToString(sum[:]), ReadOnly: noWrites(source)}
+	if s.ReadOnly {
+		s.Lua = rueidis.NewLuaScriptReadOnly(source)
+	} else {
+		s.Lua = rueidis.NewLuaScript(source)
+	}
+	return s
+}
+
+// noWrites reports whether a script's shebang line (Redis 7's
+// `#!lua flags=...`) carries the no-writes flag.
+func noWrites(source string) bool {
+	line, _, _ := strings.Cut(source, "\n")
+	if !strings.HasPrefix(line, "#!lua") {
+		return false
+	}
+	for _, f := range strings.Fields(strings.TrimPrefix(line, "#!lua")) {
+		if flags, ok := strings.CutPrefix(f, "flags="); ok && slices.Contains(strings.Split(flags, ","), "no-writes") {
+			return true
+		}
+	}
+	return false
 }
 
 var (
