@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sort"
 	"strconv"
 	"time"
@@ -41,13 +40,9 @@ const (
 )
 
 // readChunk bounds the commands of one pipelined read, and the
-// HyperLogLogs of one PFCOUNT or PFMERGE, so that no single command
-// blocks Redis for long.
+// HyperLogLogs of one PFCOUNT, so that no single command blocks Redis for
+// long.
 const readChunk = 1000
-
-// tempTTL is how long a query's temporary keys live if the query dies
-// before deleting them.
-const tempTTL = time.Minute
 
 // Options configures a Store.
 type Options struct {
@@ -94,9 +89,10 @@ type Store struct {
 	keys    keys.Space
 	opts    Options
 	cluster bool
-	// copyUnion forces the union of HyperLogLogs through copies on one
-	// node, the cluster way, so tests can compare both ways on one server.
-	copyUnion bool
+	// mergeHere merges every union of HyperLogLogs here, as for many
+	// HyperLogLogs or on a cluster, so tests can compare both ways on one
+	// server.
+	mergeHere bool
 }
 
 // New returns a Store over client c. It refuses a precision outside 1..6.
@@ -487,99 +483,64 @@ func (s *Store) sum(ctx context.Context, cells []string, h0, h1 int64, typ strin
 // HyperLogLogs hlls. oneSlot says they share a hash slot.
 //
 //   - Up to readChunk HyperLogLogs on a single server, or of one cell on a
-//     cluster: one PFCOUNT of all of them, which merges them without writing.
-//   - More on a single server: PFMERGE them, readChunk at a time, into a
-//     temporary key, PFCOUNT it, delete it.
-//   - On a cluster, where they live in different slots (and PFMERGE needs
-//     its keys in one): GET their raw strings (Redis' HyperLogLog is a
-//     plain string, loadable anywhere), SET them into temporary keys that
-//     share one hash tag {geoq:<id>}, so one node, PFMERGE those into a
-//     temporary union there, readChunk at a time, PFCOUNT it, delete it.
-//     This moves each HyperLogLog once over the network (a sparse one is a
-//     few dozen bytes, a dense one 12 KiB), which MaxCellHours bounds.
+//     cluster: one PFCOUNT of all of them, which merges them in Redis
+//     without writing.
+//   - More, or in several slots of a cluster (PFCOUNT needs its keys in
+//     one): GET their raw strings, readChunk per pipelined round trip
+//     (Redis' HyperLogLog is a plain string), and merge and estimate them
+//     here as Redis does (hll.go), so the estimate is PFCOUNT's. This moves
+//     each HyperLogLog once over the network (a sparse one is a few dozen
+//     bytes, a dense one 12 KiB), which MaxCellHours bounds.
 //
-// The temporary keys expire after a minute should the query die first.
+// Either way a query only reads: no temporary key, so the API's Redis user
+// needs no write permission (config/redis-acl.conf).
 func (s *Store) unique(ctx context.Context, hlls []string, oneSlot bool) (int64, error) {
 	if len(hlls) == 0 {
 		return 0, nil
 	}
-	local := !s.copyUnion && (!s.cluster || oneSlot)
-	if local && len(hlls) <= readChunk {
+	if !s.mergeHere && (!s.cluster || oneSlot) && len(hlls) <= readChunk {
 		n, err := s.c.Do(ctx, s.c.B().Pfcount().Key(hlls...).Build()).AsInt64()
 		if err != nil {
 			return 0, fmt.Errorf("PFCOUNT: %w", err)
 		}
 		return n, nil
 	}
-	q := s.keys.GeoUnion(strconv.FormatUint(randID(), 36))
-	dest := q.Dest()
-	cleanup := context.WithoutCancel(ctx)
-	defer func() {
-		// Best effort: the keys expire anyway.
-		del := s.c.B().Del().Key(dest)
-		if !local {
-			for i := range readChunk {
-				del = del.Key(q.Part(i))
-			}
-		}
-		_ = s.c.Do(cleanup, del.Build()).Error()
-	}()
+	var regs hllRegs
 	for start := 0; start < len(hlls); start += readChunk {
 		chunk := hlls[start:min(start+readChunk, len(hlls))]
-		srcs := chunk
-		if !local {
-			var err error
-			if srcs, err = s.copyHLLs(ctx, q, chunk); err != nil {
-				return 0, err
-			}
-			if len(srcs) == 0 {
-				continue
-			}
+		gets := make(rueidis.Commands, len(chunk))
+		for i, k := range chunk {
+			gets[i] = s.c.B().Get().Key(k).Build()
 		}
-		for _, res := range s.c.DoMulti(ctx,
-			s.c.B().Pfmerge().Destkey(dest).Sourcekey(srcs...).Build(),
-			s.c.B().Pexpire().Key(dest).Milliseconds(tempTTL.Milliseconds()).Build()) {
-			if err := res.Error(); err != nil {
-				return 0, fmt.Errorf("PFMERGE: %w", err)
+		for i, res := range s.c.DoMulti(ctx, gets...) {
+			raw, err := res.ToString()
+			if rueidis.IsRedisNil(err) {
+				continue // expired since it was counted
+			}
+			if err != nil {
+				return 0, fmt.Errorf("GET: %w", err)
+			}
+			if err := regs.merge(raw); err != nil {
+				return 0, fmt.Errorf("%w: %s: %v", ErrBadReply, chunk[i], err)
 			}
 		}
 	}
-	n, err := s.c.Do(ctx, s.c.B().Pfcount().Key(dest).Build()).AsInt64()
-	if err != nil {
-		return 0, fmt.Errorf("PFCOUNT: %w", err)
-	}
-	return n, nil
+	return regs.count(), nil
 }
 
-// copyHLLs reads the raw strings of hlls (at most readChunk) and writes
-// them to the query's temporary part keys, returning the keys written (a
-// HyperLogLog that expired since it was counted is skipped).
-func (s *Store) copyHLLs(ctx context.Context, q keys.GeoUnion, hlls []string) ([]string, error) {
-	gets := make(rueidis.Commands, len(hlls))
-	for i, k := range hlls {
-		gets[i] = s.c.B().Get().Key(k).Build()
-	}
-	sets := make(rueidis.Commands, 0, len(hlls))
-	parts := make([]string, 0, len(hlls))
-	for i, res := range s.c.DoMulti(ctx, gets...) {
-		raw, err := res.ToString()
-		if rueidis.IsRedisNil(err) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("GET: %w", err)
-		}
-		p := q.Part(i)
-		parts = append(parts, p)
-		sets = append(sets, s.c.B().Set().Key(p).Value(raw).Px(tempTTL).Build())
-	}
-	for _, res := range s.c.DoMulti(ctx, sets...) {
-		if err := res.Error(); err != nil {
-			return nil, fmt.Errorf("SET: %w", err)
+// Probe runs, for a cell-hour no event has (the hour of the unix epoch, in
+// a cell whose name no geohash has), the commands a query sends: HMGET,
+// PFCOUNT and GET. It fails as a query would when Redis cannot be read or
+// the client's Redis user lacks one of them (the API's /readyz).
+func (s *Store) Probe(ctx context.Context) error {
+	ck := s.keys.GeoCell("probe") // 'o' is not a geohash character
+	for _, res := range s.c.DoMulti(ctx,
+		s.c.B().Hmget().Key(ck.Hour(0)).Field(AllTypes).Build(),
+		s.c.B().Pfcount().Key(ck.Users(0)).Build(),
+		s.c.B().Get().Key(ck.Users(0)).Build()) {
+		if err := res.Error(); err != nil && !rueidis.IsRedisNil(err) {
+			return fmt.Errorf("geo.probe: %w", err)
 		}
 	}
-	return parts, nil
+	return nil
 }
-
-// randID returns a random query id for temporary keys.
-func randID() uint64 { return rand.Uint64() }

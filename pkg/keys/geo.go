@@ -9,15 +9,12 @@ import "strconv"
 //	topk:{geo:<cell>}:u:<unix_hour>  STRING HyperLogLog (PFADD) of the user ids of the cell and hour; same expiry
 //	topk:{geo:<cell>}:u:<unix_hour>:<type>
 //	                                 STRING HyperLogLog of the ids of the users with events of that type; same expiry
-//	topk:{geoq:<id>}:u               STRING a bounding-box query's union of HyperLogLogs (temporary)
-//	topk:{geoq:<id>}:p:<n>           STRING a copy of one HyperLogLog, merged into the union (temporary)
 //
 // <cell> is a geohash of the store's precision (6 by default), lower-case
 // base32; <unix_hour> is unix seconds / 3600. Both keys of a cell share the
 // hash tag {geo:<cell>}, so one Lua call writes every hour of a cell in
-// Redis Cluster. A query's temporary keys share the tag {geoq:<id>} (one
-// random id per query), so they live on one node whatever cells were read;
-// the query deletes them, and they expire within a minute if it dies first.
+// Redis Cluster. Queries only read (no temporary keys): package geo merges
+// HyperLogLogs that one PFCOUNT cannot take itself.
 
 // GeoCell returns the key builder of one geohash cell. The cell is escaped
 // like a workspace id (a valid geohash needs no escaping).
@@ -43,22 +40,3 @@ func (g GeoCell) Users(h int64) string { return g.base + "u:" + strconv.FormatIn
 func (g GeoCell) TypeUsers(h int64, typ string) string {
 	return g.base + "u:" + strconv.FormatInt(h, 10) + ":" + typ
 }
-
-// GeoUnion returns the key builder of one query's temporary HyperLogLogs;
-// id is unique per query.
-func (s Space) GeoUnion(id string) GeoUnion {
-	return GeoUnion{base: s.prefix + ":{geoq:" + EscapeTag(id) + "}:"}
-}
-
-// GeoUnion builds the temporary keys of one query's HyperLogLog union. All
-// of them share one hash slot.
-type GeoUnion struct {
-	base string // "<prefix>:{geoq:<id>}:"
-}
-
-// Dest is the union of the HyperLogLogs merged so far.
-func (q GeoUnion) Dest() string { return q.base + "u" }
-
-// Part is the n-th copy of a HyperLogLog read from its cell, to be merged
-// into Dest.
-func (q GeoUnion) Part(n int) string { return q.base + "p:" + strconv.Itoa(n) }
