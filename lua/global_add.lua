@@ -7,16 +7,21 @@
 -- (every key is the one shard's, so the call is in one hash slot).
 -- KEYS[1]  <prefix>:{g:<shard>}:fence        hash, source -> the last offset
 --                                            whose counts the shard applied
--- KEYS     then, per group, three per minute, in order:
+-- KEYS     then, per group, four per minute, in order:
 --            <prefix>:{g:<shard>}:ss:<minute>   sorted set, item -> count
 --            <prefix>:{g:<shard>}:sse:<minute>  sorted set, item -> error
 --            <prefix>:{g:<shard>}:n:<minute>    string, events counted; it grows
 --                                               with every change of the minute's
 --                                               summary, so readers use it as a version
+--            <prefix>:{g:<shard>}:sl:<minute>   string, the minute's slack: the sum
+--                                               of the weights cut (see below)
 -- ARGV[1]  m, the capacity of every summary
 -- ARGV     then per group: source, first, last, b (its minutes), then per
 --          minute, in KEYS order:
---            expire_at   unix seconds at which the three keys expire
+--            expire_at   unix seconds at which the four keys expire
+--            events      the group's events in the minute, cut items included
+--            cut         the largest weight the caller cut from the group's
+--                        items of the minute (0: none cut)
 --            n           number of (item, weight) pairs that follow
 --            item_1, weight_1, ..., item_n, weight_n
 --          source is "<topic>/<partition>", or "" for counts with no source
@@ -43,6 +48,15 @@
 -- items cost one bulk ZADD and evictions one ZPOPMIN, instead of several
 -- commands each. pkg/sketch.SpaceSaving.AddBatch is the same rule in Go; a
 -- test feeds both the same batches.
+--
+-- The caller sends only a group's heaviest items of each minute (exactly
+-- counted over several flushes) and cuts the rest, each of which weighed at
+-- most `cut`. The cut items are not merged; the minute's slack grows by
+-- `cut` instead, so an item's true count is at most its count (or, when it
+-- is not monitored, the summary's smallest count) plus the slack, and still
+-- at least its count minus its error. The readers add the slack to the
+-- summary's floor. Cutting the light tail makes a merge cost O(kept items)
+-- whatever the number of distinct items in the stream.
 --
 -- The "#!lua" line (Redis 7 script flags, none set) makes Redis refuse the
 -- script up front when it is out of memory, instead of failing it halfway.
@@ -71,27 +85,22 @@ end
 local function skip_group(a, b)
   local events = 0
   for _ = 1, b do
-    local n = tonumber(ARGV[a + 1])
-    a = a + 2
-    for _ = 1, n do
-      events = events + tonumber(ARGV[a + 1])
-      a = a + 2
-    end
+    events = events + tonumber(ARGV[a + 1])
+    a = a + 4 + 2 * tonumber(ARGV[a + 3])
   end
   return a, events
 end
 
 -- merge merges the n pairs at ARGV[a] into one minute's summary and returns
 -- the ARGV index after them and the number of evictions.
-local function merge(m, ss, sse, total, expire_at, n, a)
+local function merge(m, ss, sse, n, a)
   local min = 0
   if redis.call('ZCARD', ss) >= m then
     min = tonumber(redis.call('ZRANGE', ss, 0, 0, 'WITHSCORES')[2])
   end
-  local items, weights, added = {}, {}, 0
+  local items, weights = {}, {}
   for j = 1, n do
     items[j], weights[j] = ARGV[a], tonumber(ARGV[a + 1])
-    added = added + weights[j]
     a = a + 2
   end
   local enter, errs = {}, {}
@@ -123,10 +132,6 @@ local function merge(m, ss, sse, total, expire_at, n, a)
     bulk('ZREM', sse, gone)
     evictions = over
   end
-  redis.call('INCRBY', total, added)
-  redis.call('EXPIREAT', ss, expire_at)
-  redis.call('EXPIREAT', sse, expire_at)
-  redis.call('EXPIREAT', total, expire_at)
   return a, evictions
 end
 
@@ -151,10 +156,19 @@ while k <= #KEYS do
   else
     local latest = 0
     for i = 0, b - 1 do
-      local expire_at, n = ARGV[a], tonumber(ARGV[a + 1])
+      local ss, sse, total, slack = KEYS[k + 4 * i], KEYS[k + 4 * i + 1], KEYS[k + 4 * i + 2], KEYS[k + 4 * i + 3]
+      local expire_at, events, cut, n = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
       local e
-      a, e = merge(m, KEYS[k + 3 * i], KEYS[k + 3 * i + 1], KEYS[k + 3 * i + 2], expire_at, n, a + 2)
+      a, e = merge(m, ss, sse, n, a + 4)
       evictions = evictions + e
+      redis.call('INCRBY', total, events)
+      redis.call('EXPIREAT', ss, expire_at)
+      redis.call('EXPIREAT', sse, expire_at)
+      redis.call('EXPIREAT', total, expire_at)
+      if cut > 0 then
+        redis.call('INCRBY', slack, cut)
+        redis.call('EXPIREAT', slack, expire_at)
+      end
       latest = math.max(latest, tonumber(expire_at))
     end
     if source ~= '' then
@@ -165,7 +179,7 @@ while k <= #KEYS do
       redis.call('EXPIREAT', fence, latest, 'GT')
     end
   end
-  k = k + 3 * b
+  k = k + 4 * b
 end
 local reply = { evictions, skipped }
 for _, v in ipairs(overlaps) do

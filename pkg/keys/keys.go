@@ -228,6 +228,11 @@ func (g GlobalShard) Errors(m int64) string { return g.base + "sse:" + strconv.F
 // Events is the number of events the shard counted in minute m.
 func (g GlobalShard) Events(m int64) string { return g.base + "n:" + strconv.FormatInt(m, 10) }
 
+// Slack is the sum of the weights cut from minute m's merges (see
+// global_add.lua): the most an item may have had beyond what Summary(m)
+// says of it.
+func (g GlobalShard) Slack(m int64) string { return g.base + "sl:" + strconv.FormatInt(m, 10) }
+
 // Rolled is a rolled-up summary of the shard at a level ("h": unix hour n,
 // "d": unix day n, "a": all time, n = 0), item -> count.
 func (g GlobalShard) Rolled(level string, n int64) string {

@@ -59,6 +59,11 @@ type GlobalOptions struct {
 	// Capacity is m, the items each shard's summary of one minute keeps.
 	// The global top K is computed over Shards*Capacity candidates a minute.
 	Capacity int
+	// GroupItems is how many of a source's heaviest items of one shard and
+	// minute a write merges into the summary; the lighter ones are cut, and
+	// the minute's slack bounds them (see global_add.lua). 0 means two
+	// thirds of Capacity, a negative value no cut (BackendLua only).
+	GroupItems int
 	// BloomWidth, BloomDepth and BloomDecay are TOPK.RESERVE's parameters
 	// (BackendRedisBloom only); its k is Capacity.
 	BloomWidth int
@@ -75,6 +80,9 @@ func (o GlobalOptions) withDefaults() GlobalOptions {
 	}
 	if o.Capacity <= 0 {
 		o.Capacity = DefaultGlobalCapacity
+	}
+	if o.GroupItems == 0 {
+		o.GroupItems = 2 * o.Capacity / 3
 	}
 	if o.BloomWidth <= 0 {
 		o.BloomWidth = DefaultBloomWidth
@@ -331,22 +339,27 @@ func (g *GlobalRefresher) readMinutes(ctx context.Context, sh int, minutes []int
 	gk := s.keys.GlobalShard(sh)
 	// The counter is read first: a write landing after it makes the next
 	// refresh see a newer counter and read the minute again.
-	cmds := make(rueidis.Commands, 0, 3*len(minutes))
+	cmds := make(rueidis.Commands, 0, 4*len(minutes))
 	for _, m := range minutes {
 		cmds = append(cmds,
 			s.c.B().Get().Key(gk.Events(m)).Build(),
 			s.c.B().Zrange().Key(gk.Summary(m)).Min("0").Max("-1").Withscores().Build(),
-			s.c.B().Zrange().Key(gk.Errors(m)).Min("0").Max("-1").Withscores().Build())
+			s.c.B().Zrange().Key(gk.Errors(m)).Min("0").Max("-1").Withscores().Build(),
+			s.c.B().Get().Key(gk.Slack(m)).Build())
 	}
 	res := s.c.DoMulti(ctx, cmds...)
 	for i, m := range minutes {
-		events, err1 := res[3*i].AsInt64()
-		counts, err2 := res[3*i+1].AsZScores()
-		errs, err3 := res[3*i+2].AsZScores()
+		events, err1 := res[4*i].AsInt64()
+		counts, err2 := res[4*i+1].AsZScores()
+		errs, err3 := res[4*i+2].AsZScores()
+		slack, err4 := res[4*i+3].AsInt64()
 		if rueidis.IsRedisNil(err1) {
 			err1 = nil
 		}
-		if err := errors.Join(err1, err2, err3); err != nil {
+		if rueidis.IsRedisNil(err4) {
+			err4 = nil
+		}
+		if err := errors.Join(err1, err2, err3, err4); err != nil {
 			return fmt.Errorf("shard %d minute %d: %w", sh, m, err)
 		}
 		ms := &summary{counts: make(map[string]int64, len(counts)), errs: make(map[string]int64, len(errs)),
@@ -357,10 +370,13 @@ func (g *GlobalRefresher) readMinutes(ctx context.Context, sh int, minutes []int
 		for _, z := range errs {
 			ms.errs[z.Member] = int64(z.Score)
 		}
-		// ZRANGE is ascending: the first entry of a full summary is its minimum.
+		// ZRANGE is ascending: the first entry of a full summary is its
+		// minimum. The slack (the weights cut from its merges) may come on
+		// top of any item's count, listed or not.
 		if len(counts) >= s.opts.Global.Capacity {
 			ms.floor = int64(counts[0].Score)
 		}
+		ms.floor += slack
 		g.minutes[sh][m] = ms
 	}
 	return nil

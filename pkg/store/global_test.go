@@ -35,7 +35,7 @@ func TestSpaceSavingLuaMatchesGo(t *testing.T) {
 		t.Run(fmt.Sprintf("m=%d/universe=%d/w<=%d", tc.m, tc.universe, tc.maxWeight), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(tc.m), uint64(tc.universe)))
 			gk := keys.New("t" + strconv.Itoa(tc.m)).GlobalShard(0)
-			ks := []string{gk.Fence(), gk.Summary(1), gk.Errors(1), gk.Events(1)}
+			ks := []string{gk.Fence(), gk.Summary(1), gk.Errors(1), gk.Events(1), gk.Slack(1)}
 			ref, err := sketch.NewSpaceSaving(tc.m)
 			if err != nil {
 				t.Fatal(err)
@@ -54,7 +54,12 @@ func TestSpaceSavingLuaMatchesGo(t *testing.T) {
 					agg[item] += 1 + rng.Int64N(tc.maxWeight)
 				}
 				// One group with no source (no fence) and one minute.
-				args := []string{strconv.Itoa(tc.m), "", "0", "0", "1", "4102444800", strconv.Itoa(len(order))}
+				var events int64
+				for _, w := range agg {
+					events += w
+				}
+				// Nothing cut (cut 0): every item is merged.
+				args := []string{strconv.Itoa(tc.m), "", "0", "0", "1", "4102444800", strconv.FormatInt(events, 10), "0", strconv.Itoa(len(order))}
 				batch := make([]sketch.Weighted, len(order))
 				for i, item := range order {
 					batch[i] = sketch.Weighted{Item: item, W: agg[item]}
@@ -151,13 +156,20 @@ func TestGlobalExactWhenSummariesHoldEverything(t *testing.T) {
 }
 
 // TestGlobalErrorBoundsHold: with summaries far smaller than the number of
-// items, every reported count is within its error bound of the truth, and
-// every entry flagged guaranteed is truly in the top K.
+// items, every reported count is within its error bound of the truth, every
+// entry flagged guaranteed is truly in the top K, and no item left out had
+// more than the last count plus the bound. It holds with the light tail of
+// each write cut (the default keeps two thirds of the capacity; 1 keeps a
+// single item per write, so nearly everything goes to the slack) and
+// without a cut (-1).
 func TestGlobalErrorBoundsHold(t *testing.T) {
 	ctx := context.Background()
-	for _, capacity := range []int{5, 20, 50, 120} {
-		t.Run(fmt.Sprintf("capacity=%d", capacity), func(t *testing.T) {
-			st, _ := newStore(t, store.Options{Global: store.GlobalOptions{Shards: 2, Capacity: capacity}})
+	for _, tc := range []struct{ capacity, groupItems int }{
+		{5, 0}, {20, 0}, {50, 0}, {120, 0}, {20, 1}, {50, -1}, {120, -1},
+	} {
+		capacity := tc.capacity
+		t.Run(fmt.Sprintf("capacity=%d/group-items=%d", capacity, tc.groupItems), func(t *testing.T) {
+			st, _ := newStore(t, store.Options{Global: store.GlobalOptions{Shards: 2, Capacity: capacity, GroupItems: tc.groupItems}})
 			now := time.Now()
 			truth := applyRandom(t, st, rand.New(rand.NewPCG(uint64(capacity), 7)), now, 30_000, 20, 200)
 			const k = 10
@@ -182,6 +194,19 @@ func TestGlobalErrorBoundsHold(t *testing.T) {
 						t.Errorf("%s flagged guaranteed with true count %d below the true top-%d cut %d", e.ID, tc, k, cut)
 					}
 				}
+			}
+			listed := map[string]bool{}
+			for _, e := range res.Entries {
+				listed[e.ID] = true
+			}
+			last := res.Entries[len(res.Entries)-1].Count
+			for _, e := range exact {
+				if !listed[e.ID] && e.Count > last+res.ErrorBound {
+					t.Errorf("%s left out with true count %d, above the last count %d plus the bound %d", e.ID, e.Count, last, res.ErrorBound)
+				}
+			}
+			if res.Events != 30_000 {
+				t.Errorf("events %d, want 30000 (cut items count too)", res.Events)
 			}
 			t.Logf("capacity %d: %d of %d entries guaranteed, error bound %d", capacity, guaranteed, len(res.Entries), res.ErrorBound)
 		})

@@ -1,8 +1,10 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -136,13 +138,33 @@ func (g *globalCalls) group(pi int, src Source, byMinute map[int64][]weighted) {
 	c.parts = append(c.parts, pi)
 	c.args = append(c.args, src.Name, strconv.FormatInt(src.First, 10), strconv.FormatInt(src.Last, 10), strconv.Itoa(len(byMinute)))
 	for m, items := range byMinute {
-		c.keys = append(c.keys, g.gk.Summary(m), g.gk.Errors(m), g.gk.Events(m))
-		c.args = append(c.args, strconv.FormatInt(g.s.summaryExpireAt(m), 10), strconv.Itoa(len(items)))
-		for _, w := range items {
+		kept, events, cut := cutTail(items, g.s.opts.Global.GroupItems)
+		c.keys = append(c.keys, g.gk.Summary(m), g.gk.Errors(m), g.gk.Events(m), g.gk.Slack(m))
+		c.args = append(c.args, strconv.FormatInt(g.s.summaryExpireAt(m), 10), strconv.FormatInt(events, 10),
+			strconv.FormatInt(cut, 10), strconv.Itoa(len(kept)))
+		for _, w := range kept {
 			c.args = append(c.args, w.item, strconv.FormatInt(w.n, 10))
 		}
-		g.pairs += len(items)
+		g.pairs += len(kept)
 	}
+}
+
+// cutTail keeps the n heaviest of one group's items of a minute (all of them
+// when n <= 0 or they are no more), and returns them, the events of all
+// the items, and the largest weight cut (0 when none is). global_add.lua
+// adds that weight to the minute's slack instead of merging the light tail,
+// which is most of the distinct items of a Zipf-like stream and would
+// otherwise churn through the summary one eviction each.
+func cutTail(items []weighted, n int) (kept []weighted, events, cut int64) {
+	for _, w := range items {
+		events += w.n
+	}
+	if n <= 0 || len(items) <= n {
+		return items, events, 0
+	}
+	sorted := slices.Clone(items)
+	slices.SortFunc(sorted, func(a, b weighted) int { return cmp.Compare(b.n, a.n) })
+	return sorted[:n], events, sorted[n].n
 }
 
 // fenceOverlap is a group of a fenced script's reply that straddled its
