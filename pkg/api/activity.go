@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -121,12 +122,17 @@ type CollectResponse struct {
 	Items    []ItemResult `json:"items"`
 }
 
-// collect validates each event of the batch, produces the valid ones to
+// collect validates each event of the batch (sent as application/json:
+// any other Content-Type is refused with 415), produces the valid ones to
 // Kafka keyed by user id, and answers once Kafka acknowledged them: 200
 // when every valid event was acknowledged (rejected ones are listed with
 // their reasons), 503 when some could not be (they are "failed": the
 // client sends those again).
 func (a *Activity) collect(w http.ResponseWriter, req *http.Request) {
+	if ct := req.Header.Get("Content-Type"); !isJSON(ct) {
+		writeError(w, http.StatusUnsupportedMediaType, fmt.Sprintf("the body must be sent as Content-Type: application/json, got %q", ct))
+		return
+	}
 	if a.Producer == nil {
 		writeError(w, http.StatusServiceUnavailable, "event collection is not configured (topk serve --brokers)")
 		return
@@ -198,6 +204,20 @@ func (a *Activity) collect(w http.ResponseWriter, req *http.Request) {
 		status = http.StatusServiceUnavailable
 	}
 	writeJSON(w, status, out)
+}
+
+// isJSON reports whether a Content-Type is application/json, with no
+// charset or charset=utf-8 (JSON is UTF-8). Refusing every other type
+// (415) keeps browsers out: a page of another site may POST text/plain,
+// form types and multipart bodies without a CORS preflight, but not
+// application/json, and never with the Authorization header.
+func isJSON(ct string) bool {
+	typ, params, err := mime.ParseMediaType(ct)
+	if err != nil || typ != "application/json" {
+		return false
+	}
+	cs, ok := params["charset"]
+	return !ok || strings.EqualFold(cs, "utf-8")
 }
 
 // CountResponse answers GET /v1/users/{id}/activity/count.

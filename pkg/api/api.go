@@ -1,6 +1,6 @@
-// Package api is topk's HTTP read API. It serves only cached results (one
-// MULTI/EXEC read of a ranking and its metadata per request, never a
-// computation over buckets), so its cost does not depend on the traffic.
+// Package api is topk's HTTP API. Its rankings are only cached results
+// (one MULTI/EXEC read of a ranking and its metadata per request, never a
+// computation over buckets), so their cost does not depend on the traffic.
 //
 //	GET /v1/top?workspace=W&window=1h&k=100   a workspace's ranking
 //	GET /v1/top/global?window=24h&k=100       the global ranking (approximate)
@@ -16,6 +16,34 @@
 // Errors are JSON {"error": "..."}: 400 for bad parameters, 404 when no
 // cached ranking exists, 503 when Redis cannot be reached; never a stack
 // trace.
+//
+// # Authentication
+//
+// Auth guards the routes of a mux with bearer tokens (Authorization:
+// Bearer <token>), each token holding one or more scopes: read (rankings,
+// series, per-user counts and raw events, geo), collect (POST
+// /v1/activity), admin (DELETE /v1/users/{id}/activity). The scopes are
+// independent: a collect token, which ships in every client that sends
+// events, cannot read anyone's activity, and an admin token deletes but
+// does not read unless it is also given read ("admin,read"). Routes lists
+// every route with its scope; the probes (/healthz, /readyz) and the
+// page's static files (/, /ui/...) need none: the page holds no data, and
+// its fetches send a read token it takes from the URL fragment
+// (#token=..., which browsers never send to the server) or asks for.
+//
+// With tokens configured, every other route needs a token with its scope:
+// 401 without one or with an unknown one, 403 with the wrong scope. With
+// no tokens configured, the rankings and series stay open (they are the
+// read model, which backends read from Redis without any API anyway),
+// while the per-user and geo reads (personal data), collection and
+// deletes answer 401, unless Auth.Insecure (topk serve --insecure-no-auth)
+// opens everything. Tokens are compared as SHA-256 digests with
+// crypto/subtle against every configured token, and never logged.
+//
+// POST /v1/activity takes only Content-Type: application/json (415
+// otherwise): a page of another site can make a browser send text/plain
+// or a form cross-site without a CORS preflight, but not JSON, and never
+// with a bearer token.
 package api
 
 import (

@@ -23,7 +23,10 @@ const uiCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 
 //	GET /ui/...  its script and style sheet
 //
 // The page reads /v1/top, /v1/top/global and /v1/series from the same
-// origin, so mux must serve those too.
+// origin, so mux must serve those too. Its files are public (they hold no
+// data, and a browser cannot send a token when it navigates); behind Auth
+// with tokens, its fetches send the read token it takes from the URL
+// fragment (/#token=...) or asks for (see ui/app.js).
 func RegisterUI(mux *http.ServeMux) {
 	sub, err := fs.Sub(uiFiles, "ui")
 	if err != nil {

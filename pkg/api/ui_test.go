@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -171,6 +173,50 @@ func waitPage(t *testing.T, ctx context.Context, what string, within time.Durati
 	}
 }
 
+// browser starts headless Chromium for at most within and returns a tab's
+// context. Every console error, warning and uncaught exception of its
+// pages fails the test (a CSP violation, a failed request or a script
+// error shows up there), but those expected accepts (by the URL and text
+// of the message).
+func browser(t *testing.T, chrome string, within time.Duration, expected func(url, text string) bool) context.Context {
+	t.Helper()
+	bctx, cancel := context.WithTimeout(context.Background(), within)
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chrome), chromedp.NoSandbox, chromedp.WindowSize(320, 720))
+	actx, cancelAlloc := chromedp.NewExecAllocator(bctx, opts...)
+	bctx, cancelTab := chromedp.NewContext(actx, chromedp.WithErrorf(t.Logf))
+	var (
+		mu       sync.Mutex
+		problems []string
+		watched  sync.WaitGroup
+	)
+	messages := chromedp.Console(bctx)
+	watched.Go(func() {
+		for msg, err := range messages {
+			if err != nil {
+				return
+			}
+			if !expected(msg.URL, msg.Text) && (msg.Type == chromedp.ConsoleError || msg.Type == chromedp.ConsoleWarning || msg.IsException()) {
+				mu.Lock()
+				problems = append(problems, fmt.Sprintf("%s %s:%d %s", msg.Type, msg.URL, msg.Line+1, msg))
+				mu.Unlock()
+			}
+		}
+	})
+	t.Cleanup(func() {
+		if err := bctx.Err(); errors.Is(err, context.DeadlineExceeded) {
+			t.Error("the browser test ran out of time")
+		}
+		cancelTab()
+		watched.Wait()
+		cancelAlloc()
+		cancel()
+		for _, p := range problems {
+			t.Errorf("browser console: %s", p)
+		}
+	})
+	return bctx
+}
+
 // TestLeaderboardPage loads the page in headless Chromium against the real
 // handler and a real Redis: it shows the seeded rankings in order with a
 // sparkline per row and the result's age, follows new counts within its
@@ -202,46 +248,13 @@ func TestLeaderboardPage(t *testing.T) {
 	}
 	tick(t, st, time.Now(), 0, nil)
 	srv := httptest.NewServer(serveMux(st, api.DefaultCacheFor))
-	defer srv.Close()
+	t.Cleanup(srv.Close) // after the browser's cleanup: its tab must not see the server go
 
-	bctx, cancel := context.WithTimeout(ctx, 45*time.Second)
-	defer cancel()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chrome), chromedp.NoSandbox, chromedp.WindowSize(320, 720))
-	actx, cancelAlloc := chromedp.NewExecAllocator(bctx, opts...)
-	defer cancelAlloc()
-	bctx, cancelTab := chromedp.NewContext(actx, chromedp.WithErrorf(t.Logf))
-	defer cancelTab()
-
-	// Every console error, warning and uncaught exception fails the test
-	// (a CSP violation, a failed request or a script error shows up there).
-	var (
-		mu       sync.Mutex
-		problems []string
-		watched  sync.WaitGroup
-	)
-	messages := chromedp.Console(bctx)
-	watched.Go(func() {
-		for msg, err := range messages {
-			if err != nil {
-				return
-			}
-			// The browser logs the 404 the test asks for last (a workspace
-			// without a ranking); the page shows it in the panel.
-			expected := strings.Contains(msg.URL, "workspace=nobody") && strings.Contains(msg.Text, "404")
-			if !expected && (msg.Type == chromedp.ConsoleError || msg.Type == chromedp.ConsoleWarning || msg.IsException()) {
-				mu.Lock()
-				problems = append(problems, fmt.Sprintf("%s %s:%d %s", msg.Type, msg.URL, msg.Line+1, msg))
-				mu.Unlock()
-			}
-		}
+	// The browser logs the 404 the test asks for last (a workspace
+	// without a ranking); the page shows it in the panel.
+	bctx := browser(t, chrome, 45*time.Second, func(url, text string) bool {
+		return strings.Contains(url, "workspace=nobody") && strings.Contains(text, "404")
 	})
-	defer func() {
-		cancelTab()
-		watched.Wait()
-		for _, p := range problems {
-			t.Errorf("browser console: %s", p)
-		}
-	}()
 
 	if err := chromedp.Do(bctx,
 		chromedp.EmulateViewport(320, 720, chromedp.EmulateScale(2)),
@@ -341,7 +354,174 @@ func TestLeaderboardPage(t *testing.T) {
 	waitPage(t, bctx, "no ranking for workspace nobody", 5*time.Second, func(s pageState) bool {
 		return len(s.Workspace.Rows) == 0 && strings.Contains(s.Workspace.Status, `the 24h ranking of workspace "nobody" is not computed yet`)
 	})
-	if err := bctx.Err(); errors.Is(err, context.DeadlineExceeded) {
-		t.Fatal("the browser test ran out of time")
+}
+
+// readToken reads the page's token state: the token form, the URL's
+// fragment and what sessionStorage keeps.
+const readToken = `(() => ({
+  asked: !document.getElementById("token-form").hidden,
+  hash: location.hash,
+  stored: sessionStorage.getItem("topk.token") || "",
+}))()`
+
+type tokenState struct {
+	Asked  bool   `json:"asked"`
+	Hash   string `json:"hash"`
+	Stored string `json:"stored"`
+}
+
+// TestLeaderboardPageToken: behind api.Auth with a read token, the page
+// opened as /#token=T shows the rankings, sends the token as
+// "Authorization: Bearer T" on every fetch and in no URL (the fragment
+// never reaches the server, and the page removes it from the address
+// bar), keeping it in sessionStorage. A tab without the token is told it
+// needs one, stops polling, and shows the rankings once it is typed in; a
+// wrong token is refused and asked for again.
+func TestLeaderboardPageToken(t *testing.T) {
+	chrome := chromiumPath(t)
+	r := testenv.Redis(t)
+	st := store.New(testenv.Client(t, r.Addr()), keys.New(""), productWindow, store.Options{})
+	ctx := context.Background()
+	counts := store.Counts{}
+	counts.Add("acme", window.Minute(time.Now()), "general", 7)
+	counts.Add("acme", window.Minute(time.Now()), "random", 3)
+	if err := st.Apply(ctx, st.Prepare(counts)); err != nil {
+		t.Fatal(err)
+	}
+	tick(t, st, time.Now(), 0, nil)
+
+	read, err := api.NewToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	collect, _ := api.NewToken()
+	tokens, err := api.ParseTokens("read "+read+"\ncollect "+collect, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	guarded, err := api.Auth{Tokens: tokens, Log: slog.New(slog.DiscardHandler)}.Handler(serveMux(st, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every request the server gets: its request line and whether it
+	// carried the read token.
+	type seen struct {
+		uri    string
+		bearer bool
+	}
+	var (
+		mu       sync.Mutex
+		requests []seen
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		mu.Lock()
+		requests = append(requests, seen{req.RequestURI, req.Header.Get("Authorization") == "Bearer "+read})
+		mu.Unlock()
+		guarded.ServeHTTP(w, req)
+	}))
+	t.Cleanup(srv.Close)
+
+	// The second tab's fetches are refused (401, 403) until it has the
+	// read token; the browser logs each refusal.
+	bctx := browser(t, chrome, 45*time.Second, func(url, text string) bool {
+		return strings.Contains(url, "/v1/") && (strings.Contains(text, "401") || strings.Contains(text, "403"))
+	})
+	const want = "1 general 7 | 2 random 3"
+	if err := chromedp.Do(bctx, chromedp.Navigate(srv.URL+"/?workspace=acme#token="+read)); err != nil {
+		t.Fatalf("chromium (%s) could not load the page: %v", chrome, err)
+	}
+	waitPage(t, bctx, "the rankings with the token of the URL", 10*time.Second, func(s pageState) bool {
+		return s.Workspace.rows() == want && strings.HasPrefix(s.Global.rows(), "1 acme/general 7")
+	})
+	tok, err := chromedp.Run(bctx, chromedp.Evaluate[tokenState](readToken))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok.Asked || tok.Hash != "" || tok.Stored != read {
+		t.Errorf("after loading /#token=: form shown %v, fragment %q, stored %v; want no form, no fragment, the token stored", tok.Asked, tok.Hash, tok.Stored == read)
+	}
+	mu.Lock()
+	var apiRequests int
+	for _, req := range requests {
+		if strings.Contains(req.uri, read) {
+			t.Errorf("the token is in a request line: %s", req.uri)
+		}
+		if strings.HasPrefix(req.uri, "/v1/") {
+			apiRequests++
+			if !req.bearer {
+				t.Errorf("%s was sent without the read token", req.uri)
+			}
+		}
+	}
+	requests = nil
+	mu.Unlock()
+	if apiRequests < 3 {
+		t.Errorf("%d API requests seen, want the two rankings and a series at least", apiRequests)
+	}
+
+	// A new tab (its own sessionStorage) without the token.
+	tab, cancelTab := chromedp.NewContext(bctx)
+	defer cancelTab()
+	if err := chromedp.Do(tab, chromedp.Navigate(srv.URL+"/?workspace=acme")); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := waitPage(t, tab, "the page asking for a token", 10*time.Second, func(s pageState) bool {
+		return strings.Contains(s.Global.Status, "missing credentials") && strings.Contains(s.Workspace.Status, "missing credentials")
+	})
+	if len(s.Global.Rows) != 0 {
+		t.Errorf("rows shown without a token: %s", s.Global.rows())
+	}
+	if tok, err = chromedp.Run(tab, chromedp.Evaluate[tokenState](readToken)); err != nil || !tok.Asked || tok.Stored != "" {
+		t.Errorf("without a token: %+v %v, want the token form shown and nothing stored", tok, err)
+	}
+	shot, err := chromedp.Run(tab, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	path := filepath.Join(artifactDir(t), "leaderboard-token-320px.png")
+	if err := os.WriteFile(path, shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot of the page asking for a token: %s", path)
+	// It stops polling while it waits for a token (the first tab, with
+	// the token, goes on).
+	unauthenticated := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, req := range requests {
+			if !req.bearer {
+				n++
+			}
+		}
+		return n
+	}
+	before := unauthenticated()
+	time.Sleep(pageRefresh + time.Second)
+	if polled := unauthenticated() - before; polled != 0 {
+		t.Errorf("%d requests without the token while waiting for one, want none", polled)
+	}
+
+	// A token of the wrong scope is refused, and asked for again.
+	if err := chromedp.Do(tab,
+		chromedp.SetValue(chromedp.ID("token"), collect),
+		chromedp.Click(chromedp.CSS(`#token-form button[type="submit"]`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	waitPage(t, tab, "the wrong token refused", 10*time.Second, func(s pageState) bool {
+		return strings.Contains(s.Global.Status, "needs a token of scope read; this one has collect")
+	})
+	if err := chromedp.Do(tab,
+		chromedp.SetValue(chromedp.ID("token"), read),
+		chromedp.Click(chromedp.CSS(`#token-form button[type="submit"]`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	waitPage(t, tab, "the rankings with the typed token", 10*time.Second, func(s pageState) bool {
+		return s.Workspace.rows() == want && s.Global.Status == "" && s.Workspace.Status == ""
+	})
+	if tok, err = chromedp.Run(tab, chromedp.Evaluate[tokenState](readToken)); err != nil || tok.Asked || tok.Stored != read {
+		t.Errorf("after typing the token: form shown %v, stored %v (%v)", tok.Asked, tok.Stored == read, err)
 	}
 }

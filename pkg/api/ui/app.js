@@ -4,6 +4,14 @@
 //
 // URL parameters: workspace=W (also set from the input), window=1h|24h|7d|30d|all,
 // k=rows per ranking (1..50, default 10), refresh=seconds (default 5).
+//
+// API token: a server with API tokens answers the page's fetches only with
+// a token of scope read. The page takes it from the URL fragment
+// (#token=T: browsers never send the fragment to the server, so it is in
+// no request line or log), removes it from the address bar, keeps it in
+// this tab's sessionStorage and sends it as "Authorization: Bearer T" on
+// every fetch. Without one, or when the server refuses it (401, 403), the
+// page stops polling and asks for one.
 "use strict";
 
 (function () {
@@ -27,6 +35,11 @@
   var input = document.getElementById("workspace");
   var timer = 0;
   var generation = 0; // bumped on every refresh: late answers of older ones are dropped
+  var TOKEN_KEY = "topk.token";
+  var token = takeToken();
+  var needToken = false; // the server refused the fetches for want of a token: polling waits for one
+  var tokenForm = document.getElementById("token-form");
+  var tokenInput = document.getElementById("token");
 
   function intParam(v, lo, hi, def) {
     var n = parseInt(v, 10);
@@ -45,10 +58,50 @@
     };
   }
 
+  // --- API token -------------------------------------------------------------
+
+  // takeToken reads the token from the URL fragment (then removed from the
+  // address bar and kept in sessionStorage), else from sessionStorage.
+  function takeToken() {
+    var frag = new URLSearchParams(location.hash.replace(/^#/, ""));
+    var t = (frag.get("token") || "").trim();
+    if (t) {
+      storeToken(t);
+      frag.delete("token");
+      var rest = frag.toString();
+      history.replaceState(null, "", location.pathname + location.search + (rest ? "#" + rest : ""));
+      return t;
+    }
+    try {
+      return sessionStorage.getItem(TOKEN_KEY) || "";
+    } catch (e) {
+      return ""; // storage disabled: the token lives in this page only
+    }
+  }
+
+  function storeToken(t) {
+    try {
+      if (t) sessionStorage.setItem(TOKEN_KEY, t);
+      else sessionStorage.removeItem(TOKEN_KEY);
+    } catch (e) {
+      /* storage disabled */
+    }
+  }
+
+  function askToken(refused) {
+    needToken = true;
+    tokenForm.querySelector("label").textContent = refused
+      ? "The server refused this page's API token: give a token of scope read."
+      : "This server needs an API token of scope read.";
+    tokenForm.hidden = false;
+  }
+
   // --- API -----------------------------------------------------------------
 
   function getJSON(url) {
-    return fetch(url, { cache: "no-store", headers: { Accept: "application/json" } }).then(
+    var headers = { Accept: "application/json" };
+    if (token) headers.Authorization = "Bearer " + token;
+    return fetch(url, { cache: "no-store", headers: headers }).then(
       function (resp) {
         return resp.text().then(function (text) {
           var body = null;
@@ -102,7 +155,7 @@
     var jobs = [load("global", gen)];
     if (state.workspace) jobs.push(load("workspace", gen));
     Promise.all(jobs).then(function () {
-      if (gen === generation) timer = setTimeout(refresh, state.refresh * 1000);
+      if (gen === generation && !needToken) timer = setTimeout(refresh, state.refresh * 1000);
     });
   }
 
@@ -157,6 +210,10 @@
     var msg = err.message;
     if (err.status === 503) msg = "Redis cannot be read: the ranking below may be old. (" + err.message + ")";
     if (err.status === 0) msg = "Cannot reach the server: the ranking below may be old.";
+    if (err.status === 401 || err.status === 403) {
+      askToken(!!token);
+      msg = "Not allowed to read: " + err.message;
+    }
     if (err.status === 404) {
       p.result = null;
       p.rows.replaceChildren();
@@ -315,6 +372,15 @@
     if (e.target.name !== "window") return;
     state.window = e.target.value;
     apply();
+    refresh();
+  });
+  tokenForm.addEventListener("submit", function (e) {
+    e.preventDefault();
+    token = tokenInput.value.trim();
+    tokenInput.value = "";
+    storeToken(token);
+    needToken = false;
+    tokenForm.hidden = true;
     refresh();
   });
   setInterval(function () {
