@@ -48,10 +48,14 @@ func prefixFlag() cli.Flag {
 	return altsrc.NewStringFlag(&cli.StringFlag{Name: "prefix", EnvVars: []string{"TOPK_PREFIX"}, Value: keys.DefaultPrefix, Usage: "prefix of every Redis key"})
 }
 
-func brokersFlag(def string) cli.Flag {
+func brokersFlag(def string) cli.Flag { return brokersFlagNote(def, "") }
+
+// brokersFlagNote is --brokers whose usage adds note, what the command
+// does with an empty value.
+func brokersFlagNote(def, note string) cli.Flag {
 	usage := "Kafka seed brokers, comma-separated"
-	if def == "" {
-		usage += " (empty: start an in-process broker)"
+	if note != "" {
+		usage += " (" + note + ")"
 	}
 	return altsrc.NewStringFlag(&cli.StringFlag{Name: "brokers", EnvVars: []string{"TOPK_BROKERS"}, Value: def, Usage: usage})
 }

@@ -52,13 +52,14 @@ func checkCutsSlowClients(t *testing.T, what, addr, method, path, idlePath strin
 var apiListeningRe = regexp.MustCompile(`api listening" addr=(\S+)`)
 
 // TestServeCutsSlowClients: `topk serve`'s API (POST /v1/activity, which
-// reads its body, with --brokers) and its --metrics-listen endpoint cut a
+// reads its body, with --brokers; --insecure-no-auth, so that the handler
+// gets the request and reads it) and its --metrics-listen endpoint cut a
 // client that announces a body and does not send it, and an idle one.
 func TestServeCutsSlowClients(t *testing.T) {
 	r := testenv.Redis(t)
 	kc := testenv.Kafka(t, map[string]int32{"topk.activity": 1})
 	serve := startCLIHTTP(t, shortHTTP, "serve", "--redis", r.Addr(), "--listen", "127.0.0.1:0",
-		"--brokers", strings.Join(kc.ListenAddrs(), ","), "--metrics-listen", "127.0.0.1:0")
+		"--brokers", strings.Join(kc.ListenAddrs(), ","), "--metrics-listen", "127.0.0.1:0", "--insecure-no-auth")
 	metrics := metricsAddr(t, serve)
 	waitStarted(t, serve, "api listening")
 	m := apiListeningRe.FindStringSubmatch(serve.errOut.String())

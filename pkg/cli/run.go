@@ -22,7 +22,7 @@ import (
 )
 
 func runCommand(env *Env) *cli.Command {
-	flags := []cli.Flag{brokersFlag(""), redisFlag(""), topicFlag(), prefixFlag()}
+	flags := []cli.Flag{brokersFlagNote("", "empty: start an in-process broker"), redisFlag(""), topicFlag(), prefixFlag()}
 	flags = append(flags, ingestFlags(DefaultGroup)...)
 	flags = append(flags, userCapFlag())
 	flags = append(flags, scheduleFlags()...)
@@ -32,12 +32,13 @@ func runCommand(env *Env) *cli.Command {
 	flags = append(flags, activityStoreFlags()...)
 	flags = append(flags, activityTrafficFlags(2000)...)
 	flags = append(flags,
-		&cli.StringFlag{Name: "listen", Usage: "also serve the HTTP API (rankings and user activity) at this address, e.g. 127.0.0.1:8080 (empty: no API)"},
+		&cli.StringFlag{Name: "listen", Usage: "also serve the HTTP API (rankings and user activity) at this address, e.g. 127.0.0.1:8080, with API tokens made for the run and printed (empty: no API)"},
 		&cli.DurationFlag{Name: "duration", Usage: "stop after this long (0: until interrupted)"},
 		&cli.IntFlag{Name: "show", Value: 3, Usage: "how many of the busiest workspaces to display"},
 		&cli.IntFlag{Name: "rows", Value: 10, Usage: "rows per displayed ranking"},
 		&cli.DurationFlag{Name: "every", Value: 3 * time.Second, Usage: "display refresh period"},
 	)
+	flags = append(flags, apiAuthFlags()...)
 	flags = append(flags, logFlags("warn")...)
 	flags = append(flags, metricsFlag())
 	return withConfig(&cli.Command{
@@ -48,7 +49,9 @@ func runCommand(env *Env) *cli.Command {
 			"a PostgreSQL for the raw events. It loads the Lua scripts into Redis (as topk scripts load),\n" +
 			"produces Zipf-distributed traffic, ingests it, refreshes the rankings and prints the busiest\n" +
 			"workspaces' top channels and the busiest user's activity until interrupted (or --duration),\n" +
-			"then stops everything it started.",
+			"then stops everything it started. With --listen it serves the HTTP API and the live page,\n" +
+			"with a read token and an all-scope token made for the run and printed (the page's URL\n" +
+			"carries the read token), unless --api-tokens-file, TOPK_API_TOKENS or --insecure-no-auth.",
 		Flags:  flags,
 		Action: func(c *cli.Context) error { return runAll(c, env) },
 	})
@@ -165,8 +168,9 @@ func runAll(c *cli.Context, env *Env) error {
 	if act != nil {
 		goRun(func() error { return act.run(runCtx) })
 	}
+	var page string
 	if addr := c.String("listen"); addr != "" {
-		if err := serveInRun(runCtx, c, st, addr, log, env, goRun); err != nil {
+		if page, err = serveInRun(runCtx, c, st, addr, log, env, goRun); err != nil {
 			return err
 		}
 	}
@@ -179,7 +183,7 @@ func runAll(c *cli.Context, env *Env) error {
 		return err
 	})
 
-	d := display{env: env, st: st, workspaces: show, rows: c.Int("rows"), clear: isTerminal(env.Out), started: time.Now(), activity: act}
+	d := display{env: env, st: st, workspaces: show, rows: c.Int("rows"), clear: isTerminal(env.Out), started: time.Now(), activity: act, page: page}
 	t := time.NewTicker(c.Duration("every"))
 	defer t.Stop()
 	var runErr error
@@ -212,6 +216,7 @@ type display struct {
 	clear      bool
 	started    time.Time
 	activity   *runActivity // nil: no user activity
+	page       string       // the live page's URL ("": no API)
 }
 
 func (d *display) print(ctx context.Context, p *loadgen.Progress, workers []*ingest.Worker) {
@@ -223,6 +228,10 @@ func (d *display) print(ctx context.Context, p *loadgen.Progress, workers []*ing
 	elapsed := time.Since(d.started)
 	fmt.Fprintf(d.env.Out, "topk run: %s  produced %d (%.0f/s)  counted %d  rejected %d  not yet counted %d\n\n",
 		elapsed.Round(time.Second), p.Acked.Load(), float64(p.Acked.Load())/elapsed.Seconds(), counted, rejected, p.Acked.Load()-counted-rejected)
+	if d.page != "" && d.clear {
+		// The screen was cleared, and with it the start-up lines.
+		fmt.Fprintf(d.env.Out, "live page: %s\n\n", d.page)
+	}
 	for _, ws := range d.workspaces {
 		res, err := d.st.ReadTop(ctx, ws, keys.Window1h, d.rows)
 		if err != nil {

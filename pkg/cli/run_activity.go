@@ -14,6 +14,7 @@ import (
 
 	"github.com/topk-dev/topk/pkg/activity"
 	"github.com/topk-dev/topk/pkg/activityingest"
+	"github.com/topk-dev/topk/pkg/api"
 	"github.com/topk-dev/topk/pkg/ingest"
 	"github.com/topk-dev/topk/pkg/kafka"
 	"github.com/topk-dev/topk/pkg/loadgen"
@@ -116,19 +117,54 @@ func (a *runActivity) print(ctx context.Context, env *Env) {
 }
 
 // serveInRun serves the HTTP API at addr until ctx ends, with run's
-// backends, through goRun.
-func serveInRun(ctx context.Context, c *cli.Context, st *store.Store, addr string, log *slog.Logger, env *Env, goRun func(func() error)) error {
-	handler, closeAPI, err := serveHandler(c, st, log)
+// backends, through goRun. Unless tokens are given (--api-tokens-file,
+// TOPK_API_TOKENS) or --insecure-no-auth, it makes two tokens for the run,
+// a read token for the page and the GETs and one with every scope, and
+// prints them; it returns the page's URL (with the read token when it made
+// one), for the display to repeat.
+func serveInRun(ctx context.Context, c *cli.Context, st *store.Store, addr string, log *slog.Logger, env *Env, goRun func(func() error)) (string, error) {
+	tokens, err := apiTokens(c)
 	if err != nil {
-		return err
+		return "", err
+	}
+	var read, all string
+	if tokens.Len() == 0 && !c.Bool("insecure-no-auth") {
+		if read, err = api.NewToken(); err == nil {
+			all, err = api.NewToken()
+		}
+		if err == nil {
+			if err = tokens.Add(read, api.ScopeRead); err == nil {
+				err = tokens.Add(all, api.ScopeRead|api.ScopeCollect|api.ScopeAdmin)
+			}
+		}
+		if err != nil {
+			return "", cli.Exit("making the run's API tokens: "+err.Error(), 1)
+		}
+	}
+	handler, closeAPI, err := serveHandler(c, st, log, tokens)
+	if err != nil {
+		return "", err
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		closeAPI()
-		return cli.Exit(err.Error(), 1)
+		return "", cli.Exit(err.Error(), 1)
 	}
 	srv := newHTTPServer(c, handler)
-	fmt.Fprintf(env.Out, "HTTP API at http://%s (e.g. /trending?window=1h, /v1/users/user-1/activity/count?window=1h)\n", ln.Addr())
+	base := "http://" + ln.Addr().String()
+	fmt.Fprintf(env.Out, "HTTP API at %s (e.g. /trending?window=1h, /v1/users/user-1/activity/count?window=1h)\n", base)
+	page := base + "/"
+	switch {
+	case read != "":
+		page += "#token=" + read
+		fmt.Fprintf(env.Out, "API tokens made for this run (gone when it stops): read %s (the page and every GET), read,collect,admin %s (also POST /v1/activity and DELETE)\n", read, all)
+		fmt.Fprintf(env.Out, "  e.g. curl -H 'Authorization: Bearer %s' '%s/v1/users/user-1/activity/count?window=1h'\n", read, base)
+	case c.Bool("insecure-no-auth"):
+		page += " (no authentication: --insecure-no-auth)"
+	default:
+		page += " (add #token=<a read token of --api-tokens-file>)"
+	}
+	fmt.Fprintf(env.Out, "live page: %s\n", page)
 	goRun(func() error {
 		defer closeAPI()
 		stop := context.AfterFunc(ctx, func() { _ = srv.Close() })
@@ -138,5 +174,5 @@ func serveInRun(ctx context.Context, c *cli.Context, st *store.Store, addr strin
 		}
 		return nil
 	})
-	return nil
+	return page, nil
 }
