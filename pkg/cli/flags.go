@@ -86,6 +86,13 @@ func userCapFlag() cli.Flag {
 }
 
 func scheduleFlags() []cli.Flag {
+// globalAgeFlag is how long the channel workers hold the global view's
+// counts over batches.
+func globalAgeFlag() cli.Flag {
+	return altsrc.NewDurationFlag(&cli.DurationFlag{Name: "global-age", EnvVars: []string{"TOPK_GLOBAL_AGE"}, Value: ingest.DefaultGlobalAge,
+		Usage: "hold the global view's counts over batches this long before writing them (offsets are committed once they are written; negative: with every batch)"})
+}
+
 	return []cli.Flag{
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "interval", EnvVars: []string{"TOPK_INTERVAL"}, Value: scheduler.DefaultInterval, Usage: fmt.Sprintf("refresh interval of the cached rankings (at most %s)", scheduler.MaxInterval)}),
 		kFlag("entries kept in each cached ranking"),

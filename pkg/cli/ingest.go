@@ -16,7 +16,7 @@ import (
 func ingestCommand(env *Env) *cli.Command {
 	flags := []cli.Flag{brokersFlag(DefaultBrokers), topicFlag(), redisFlag(DefaultRedis), prefixFlag()}
 	flags = append(flags, ingestFlags(DefaultGroup)...)
-	flags = append(flags, userCapFlag())
+	flags = append(flags, userCapFlag(), globalAgeFlag())
 	flags = append(flags, deploymentFlags()...)
 	flags = append(flags, logFlags("info")...)
 	flags = append(flags, metricsFlag())
@@ -86,7 +86,8 @@ func newWorkers(c *cli.Context, cs consumers, log *slog.Logger, newSink func() (
 // command's time settings and per-user cap.
 func channelSink(c *cli.Context, st *store.Store) func() (ingest.Sink, error) {
 	return func() (ingest.Sink, error) {
-		return ingest.NewChannelSink(st, c.Duration("lateness"), c.Duration("max-skew"), c.Int("user-minute-cap"))
+		return ingest.NewChannelSink(st, ingest.ChannelOptions{Lateness: c.Duration("lateness"), MaxSkew: c.Duration("max-skew"),
+			UserMinuteCap: c.Int("user-minute-cap"), GlobalAge: c.Duration("global-age")})
 	}
 }
 

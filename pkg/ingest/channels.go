@@ -14,9 +14,39 @@ import (
 	"github.com/topk-dev/topk/pkg/window"
 )
 
+// DefaultGlobalAge is ChannelOptions.GlobalAge's default.
+const DefaultGlobalAge = 5 * time.Second
+
+// maxHeldEvents bounds the events a channel sink holds for the global view
+// (about 100 bytes each, with what a recount needs): past it the sink writes
+// them whatever their age.
+const maxHeldEvents = 2_000_000
+
+// ChannelOptions configures the channel pipeline's sink.
+type ChannelOptions struct {
+	// Lateness and MaxSkew are the time rule's (0: the defaults); see
+	// NewTimeRule.
+	Lateness, MaxSkew time.Duration
+	// UserMinuteCap counts at most this many events per workspace, user and
+	// minute (0: no cap).
+	UserMinuteCap int
+	// GlobalAge is how long the sink holds the global view's counts over
+	// batches before writing them (0: DefaultGlobalAge; negative: with every
+	// batch). The workspace counts are written with every batch, and the
+	// worker commits a batch's offsets only once both are written, so the
+	// commits trail the rankings by up to GlobalAge. In exchange the global
+	// summaries take a few large merges instead of many small ones: a
+	// Zipf-like stream's distinct items grow much slower than its events,
+	// and each source's light tail, cut at every merge (see
+	// store.GlobalOptions.GroupItems), is cut far fewer times.
+	GlobalAge time.Duration
+}
+
 // channelSink is the channel pipeline's Sink: it pre-aggregates events per
 // (workspace, channel, minute) and partition, and writes them through the
 // store's fenced path (store.Part), so that a replay counts nothing twice.
+// It writes the workspace counts with every batch and holds the global
+// view's for ChannelOptions.GlobalAge (it is a Holder).
 type channelSink struct {
 	st   *store.Store
 	rule TimeRule
@@ -29,6 +59,15 @@ type channelSink struct {
 	parts    map[topicPartition]*part
 	events   int64
 	prepared *store.Batch // the pending batch as prepared for Redis, once Write built it
+
+	globalAge time.Duration
+	// held are the counts of the batches written to the workspaces and not
+	// yet to the global view, since heldSince (wall time), heldEvents events.
+	held       map[topicPartition]*part
+	heldSince  time.Time
+	heldEvents int64
+	release    bool         // Release was called: the next Write writes held
+	global     *store.Batch // held as prepared for Redis, once Write built it
 }
 
 // part is what a batch holds from one partition: the counts, the offsets
@@ -47,18 +86,21 @@ type countedEvent struct {
 }
 
 // NewChannelSink returns the channel pipeline's sink over st: events count
-// if they arrive within lateness of their minute's end and at most maxSkew
-// ahead of it (0: the defaults), and at most userMinuteCap per workspace,
-// user and minute (0: no cap).
-func NewChannelSink(st *store.Store, lateness, maxSkew time.Duration, userMinuteCap int) (Sink, error) {
-	if userMinuteCap < 0 {
+// if they arrive within the lateness of their minute's end and at most the
+// skew ahead of it, and at most the user cap per workspace, user and minute.
+func NewChannelSink(st *store.Store, o ChannelOptions) (Sink, error) {
+	if o.UserMinuteCap < 0 {
 		return nil, errors.New("ingest: --user-minute-cap must not be negative (0 turns it off)")
 	}
-	rule, err := NewTimeRule(lateness, maxSkew, st.Window().Span())
+	rule, err := NewTimeRule(o.Lateness, o.MaxSkew, st.Window().Span())
 	if err != nil {
 		return nil, err
 	}
-	return &channelSink{st: st, rule: rule, win: st.Window(), userCap: newUserCap(userMinuteCap), parts: map[topicPartition]*part{}}, nil
+	if o.GlobalAge == 0 {
+		o.GlobalAge = DefaultGlobalAge
+	}
+	return &channelSink{st: st, rule: rule, win: st.Window(), userCap: newUserCap(o.UserMinuteCap),
+		parts: map[topicPartition]*part{}, globalAge: o.GlobalAge, held: map[topicPartition]*part{}}, nil
 }
 
 func (s *channelSink) Add(r *kgo.Record, arrived, now time.Time) error {
@@ -88,22 +130,67 @@ func (s *channelSink) Add(r *kgo.Record, arrived, now time.Time) error {
 
 func (s *channelSink) Write(ctx context.Context) (Written, error) {
 	if s.prepared == nil {
-		parts := make([]store.Part, 0, len(s.parts))
+		s.prepared = s.st.PrepareWorkspaceParts(storeParts(s.parts))
 		for tp, p := range s.parts {
-			parts = append(parts, store.Part{
-				Source:  store.Source{Name: tp.topic + "/" + strconv.Itoa(int(tp.partition)), First: p.first, Last: p.last},
-				Counts:  p.counts,
-				Recount: p.recount,
-			})
+			s.hold(tp, p)
 		}
-		s.prepared = s.st.PrepareParts(parts)
+		s.heldEvents += s.events
+		if len(s.held) > 0 && (s.release || s.globalAge < 0 || s.heldEvents >= maxHeldEvents || time.Since(s.heldSince) >= s.globalAge) {
+			s.global = s.st.PrepareGlobalParts(storeParts(s.held))
+		}
 	}
 	if err := s.st.Apply(ctx, s.prepared); err != nil {
 		return Written{}, err
 	}
-	w := Written{Counted: s.events - s.prepared.Skipped, Replayed: s.prepared.Skipped, Recounted: int64(s.prepared.Recounted)}
+	if s.global != nil {
+		if err := s.st.Apply(ctx, s.global); err != nil {
+			return Written{}, err
+		}
+		s.held, s.heldEvents, s.global, s.release = map[topicPartition]*part{}, 0, nil, false
+	}
+	w := Written{Counted: s.events - s.prepared.Skipped, Replayed: s.prepared.Skipped, Recounted: int64(s.prepared.Recounted),
+		Held: len(s.held) > 0}
 	s.parts, s.events, s.prepared = map[topicPartition]*part{}, 0, nil
 	return w, nil
+}
+
+// Release makes the next Write write the held global counts too.
+func (s *channelSink) Release() { s.release = true }
+
+// hold adds a batch's part of partition tp to the counts held for the
+// global view. A partition's batches come in offset order, so the held part
+// spans from its first batch's first offset to its last batch's last.
+func (s *channelSink) hold(tp topicPartition, p *part) {
+	if len(s.held) == 0 {
+		s.heldSince = time.Now()
+	}
+	h := s.held[tp]
+	if h == nil {
+		s.held[tp] = &part{counts: p.counts, first: p.first, last: p.last, counted: p.counted}
+		return
+	}
+	for ws, byMinute := range p.counts {
+		for m, byChannel := range byMinute {
+			for ch, n := range byChannel {
+				h.counts.Add(ws, m, ch, n)
+			}
+		}
+	}
+	h.last = p.last
+	h.counted = append(h.counted, p.counted...)
+}
+
+// storeParts names each partition's part as the store's fences know it.
+func storeParts(parts map[topicPartition]*part) []store.Part {
+	out := make([]store.Part, 0, len(parts))
+	for tp, p := range parts {
+		out = append(out, store.Part{
+			Source:  store.Source{Name: tp.topic + "/" + strconv.Itoa(int(tp.partition)), First: p.first, Last: p.last},
+			Counts:  p.counts,
+			Recount: p.recount,
+		})
+	}
+	return out
 }
 
 func (s *channelSink) String() string { return "counts to Redis" }

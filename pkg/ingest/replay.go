@@ -56,7 +56,7 @@ func Replay(ctx context.Context, cfg ReplayConfig) (*Stats, error) {
 	if cfg.BatchEvents <= 0 {
 		cfg.BatchEvents = DefaultBatchEvents
 	}
-	sink, err := NewChannelSink(cfg.Store, cfg.Lateness, cfg.MaxSkew, cfg.UserMinuteCap)
+	sink, err := NewChannelSink(cfg.Store, ChannelOptions{Lateness: cfg.Lateness, MaxSkew: cfg.MaxSkew, UserMinuteCap: cfg.UserMinuteCap})
 	if err != nil {
 		return nil, fmt.Errorf("ingest.replay: %w", err)
 	}
@@ -114,6 +114,7 @@ func Replay(ctx context.Context, cfg ReplayConfig) (*Stats, error) {
 	defer cl.Close()
 
 	b := newBatch()
+	held := false
 	lastRecord := time.Now()
 	for len(left) > 0 {
 		pollCtx, cancel := context.WithTimeout(ctx, time.Second)
@@ -136,8 +137,11 @@ func Replay(ctx context.Context, cfg ReplayConfig) (*Stats, error) {
 			}
 		})
 		stalled := len(left) > 0 && time.Since(lastRecord) > cfg.Stall
-		if b.records >= cfg.BatchEvents || (!b.empty() && (len(left) == 0 || stalled)) {
-			if err := write(ctx, sink, b, "", stats, log); err != nil {
+		if len(left) == 0 || stalled {
+			sink.(Holder).Release() // the last write writes everything
+		}
+		if b.records >= cfg.BatchEvents || (!b.empty() && (len(left) == 0 || stalled)) || (held && len(left) == 0) {
+			if held, err = write(ctx, sink, b, "", stats, log); err != nil {
 				return stats, fmt.Errorf("ingest.replay: %w", err)
 			}
 			stats.Flushes.Add(1)

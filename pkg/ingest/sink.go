@@ -41,6 +41,11 @@ type Written struct {
 	// Recounted is the groups a replay split at a fence and counted again
 	// from the records after it.
 	Recounted int64
+	// Held is true when the sink still holds part of what the batches it
+	// was given count (a Holder's global view): the worker then commits
+	// nothing, and carries the batch's offsets to the next Write that holds
+	// nothing.
+	Held bool
 	// Refused are the records of the batch that the store refused for
 	// their content, and never will accept (they are in neither count
 	// above). The worker sends them to the dead-letter topic with reason
@@ -52,4 +57,15 @@ type Written struct {
 type Refused struct {
 	Record *kgo.Record // as given to Add
 	Err    error       // the store's error, for the dead letter's error header
+}
+
+// Holder is a Sink that may hold part of its counts beyond Write (see
+// Written.Held). Release makes its next Write write everything: the worker
+// calls it before it stops or gives up partitions in a rebalance, so that
+// the new owner starts from committed offsets with nothing held elsewhere.
+// (Not releasing would still count each record once, through the fences,
+// only with more replayed.)
+type Holder interface {
+	Sink
+	Release()
 }

@@ -97,6 +97,9 @@ type Config struct {
 	// minute go to the dead-letter topic as user_minute_cap. It stops one
 	// user (a bot) from flooding a channel's rank. 0 turns it off.
 	UserMinuteCap int
+	// GlobalAge is how long the channel pipeline holds the global view's
+	// counts over batches (see ChannelOptions.GlobalAge).
+	GlobalAge time.Duration
 
 	// SessionTimeout is how long the group waits for a silent member before
 	// giving its partitions to the others (default DefaultSessionTimeout;
@@ -112,9 +115,9 @@ type Config struct {
 
 	Clock  func() time.Time // default time.Now
 	Logger *slog.Logger
-	// OnFlush, if set, is told of each batch written and committed: its
-	// records (valid or not) and how long the flush took (dead letters,
-	// the Sink's write with its retries, the commit). pkg/metrics observes
+	// OnFlush, if set, is told of each batch written: its records (valid
+	// or not) and how long the flush took (dead letters, the Sink's write
+	// with its retries, the commit unless the sink holds counts). pkg/metrics observes
 	// flush sizes and latencies with it.
 	OnFlush func(records int, took time.Duration)
 	// ClientOpts are extra franz-go options (tests tune timeouts with them).
@@ -127,7 +130,7 @@ type Stats struct {
 	Counted      atomic.Int64 // valid events written to Redis
 	Replayed     atomic.Int64 // valid events Redis had counted already (replays), skipped
 	Rejected     atomic.Int64 // records sent to the dead-letter topic
-	Flushes      atomic.Int64 // batches written and committed
+	Flushes      atomic.Int64 // batches written (committed unless the sink held counts)
 	RedisErrors  atomic.Int64 // failed write attempts (each retried): Redis, or the Sink's store
 	CommitErrors atomic.Int64 // failed offset commits (records will be redelivered)
 
@@ -197,7 +200,8 @@ func New(cfg Config) (*Worker, error) {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Sink == nil {
-		sink, err := NewChannelSink(cfg.Store, cfg.Lateness, cfg.MaxSkew, cfg.UserMinuteCap)
+		sink, err := NewChannelSink(cfg.Store, ChannelOptions{Lateness: cfg.Lateness, MaxSkew: cfg.MaxSkew,
+			UserMinuteCap: cfg.UserMinuteCap, GlobalAge: cfg.GlobalAge})
 		if err != nil {
 			return nil, err
 		}
@@ -259,10 +263,18 @@ func (w *Worker) Run(ctx context.Context) error {
 	log.Info("ingest worker started", attrs...)
 	b := newBatch()
 	summary := newRejectSummary(log, 10*time.Second)
+	// held: the sink holds counts of batches already written (Written.Held),
+	// whose offsets b carries uncommitted; the worker then flushes every
+	// BatchAge from lastFlush even without new records, for the sink to
+	// write them when due.
+	held := false
+	var lastFlush time.Time
 	for {
 		deadline := time.Now().Add(w.cfg.BatchAge)
 		if !b.empty() {
 			deadline = b.started.Add(w.cfg.BatchAge)
+		} else if held {
+			deadline = lastFlush.Add(w.cfg.BatchAge)
 		}
 		pollCtx, cancel := context.WithDeadline(ctx, deadline)
 		fetches := cl.PollRecords(pollCtx, w.cfg.BatchEvents-b.records)
@@ -288,17 +300,32 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.lag.polled(fetches)
 
 		stopping := ctx.Err() != nil
-		due := b.records >= w.cfg.BatchEvents || (!b.empty() && !time.Now().Before(b.started.Add(w.cfg.BatchAge)))
-		if !b.empty() && (due || stopping || hurry.Load()) {
-			if err := w.flush(ioCtx, cl, b, log); err != nil {
+		since := b.started
+		if b.empty() {
+			since = lastFlush
+		}
+		pending := !b.empty() || held
+		due := b.records >= w.cfg.BatchEvents || (pending && !time.Now().Before(since.Add(w.cfg.BatchAge)))
+		if pending && (due || stopping || hurry.Load()) {
+			if h, ok := w.cfg.Sink.(Holder); ok && (stopping || hurry.Load()) {
+				h.Release()
+			}
+			var err error
+			if held, err = w.flush(ioCtx, cl, b, log); err != nil {
 				log.Warn("batch not flushed; its records stay uncommitted and will be consumed again", "records", b.records, "err", err)
 				return nil
 			}
 			summary.add(b.rejected)
-			b = newBatch()
-			hurry.Store(false)
+			next := newBatch()
+			if held {
+				next.last = b.last // later records of a partition replace its entry
+			}
+			b, lastFlush = next, time.Now()
+			if !held {
+				hurry.Store(false)
+			}
 		}
-		if b.empty() {
+		if b.empty() && !held {
 			cl.AllowRebalance()
 		}
 		summary.maybeLog()
@@ -312,35 +339,39 @@ func (w *Worker) Run(ctx context.Context) error {
 // letters of records the sink's store refused, offsets. It retries the
 // sink's write and the dead-letter produce until they succeed or ctx ends;
 // a failed commit is only logged, since the records are then merely
-// consumed again.
-func (w *Worker) flush(ctx context.Context, cl *kgo.Client, b *batch, log *slog.Logger) error {
+// consumed again. It reports whether the sink still holds counts (then
+// nothing is committed: see Written.Held).
+func (w *Worker) flush(ctx context.Context, cl *kgo.Client, b *batch, log *slog.Logger) (held bool, err error) {
 	began := time.Now()
 	if err := produceDead(ctx, cl, b.dead, log); err != nil {
-		return err
+		return false, err
 	}
 	n := len(b.dead)
-	if err := write(ctx, w.cfg.Sink, b, w.cfg.DLQTopic, &w.stats, log); err != nil {
-		return err
+	if held, err = write(ctx, w.cfg.Sink, b, w.cfg.DLQTopic, &w.stats, log); err != nil {
+		return false, err
 	}
 	// The refused records are known only once the sink has written the
 	// rest. They are dead-lettered before the commit, so that a crash in
 	// between has the batch consumed again and refused again: nothing is
 	// committed that is neither written nor in the dead-letter topic.
 	if err := produceDead(ctx, cl, b.dead[n:], log); err != nil {
-		return err
+		return false, err
 	}
 	w.lag.written(b.last)
-
+	w.stats.Flushes.Add(1)
+	defer func() {
+		if w.cfg.OnFlush != nil {
+			w.cfg.OnFlush(b.records, time.Since(began))
+		}
+	}()
+	if held {
+		return true, nil
+	}
 	if err := cl.CommitRecords(ctx, b.commitRecords()...); err != nil {
 		w.stats.CommitErrors.Add(1)
 		log.Warn("offset commit failed; the batch will be consumed again after a restart or rebalance", "err", err)
-		return nil
 	}
-	w.stats.Flushes.Add(1)
-	if w.cfg.OnFlush != nil {
-		w.cfg.OnFlush(b.records, time.Since(began))
-	}
-	return nil
+	return false, nil
 }
 
 // produceDead produces dead letters, retrying those that failed until all
@@ -369,13 +400,13 @@ func produceDead(ctx context.Context, cl *kgo.Client, dead []*kgo.Record, log *s
 // ends, and adds the outcome to stats. The records the sink's store
 // refused for good join the batch's dead letters for dlqTopic, with reason
 // events.ReasonStoreRejected and the store's error.
-func write(ctx context.Context, s Sink, b *batch, dlqTopic string, stats *Stats, log *slog.Logger) error {
+func write(ctx context.Context, s Sink, b *batch, dlqTopic string, stats *Stats, log *slog.Logger) (held bool, err error) {
 	var w Written
 	if err := retry(ctx, log, "write "+s.String(), &stats.RedisErrors, func() (err error) {
 		w, err = s.Write(ctx)
 		return err
 	}); err != nil {
-		return err
+		return false, err
 	}
 	stats.Counted.Add(w.Counted)
 	stats.Replayed.Add(w.Replayed)
@@ -389,7 +420,7 @@ func write(ctx context.Context, s Sink, b *batch, dlqTopic string, stats *Stats,
 		log.Warn("the store refused records for good; they go to the dead-letter topic", "records", len(w.Refused), "first", w.Refused[0].Err)
 	}
 	stats.addRejected(b.rejected)
-	return nil
+	return w.Held, nil
 }
 
 // retry calls fn until it succeeds or ctx ends, backing off from 50 ms to

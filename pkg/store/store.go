@@ -241,6 +241,24 @@ func (s *Store) Prepare(counts Counts) *Batch {
 // the keys of one hash slot only; on a single server a workspace call may
 // mix workspaces, which keeps the number of calls per flush small.
 func (s *Store) PrepareParts(parts []Part) *Batch {
+	b := s.PrepareWorkspaceParts(parts)
+	b.calls = append(b.calls, s.prepareGlobal(parts)...)
+	b.done = make([]bool, len(b.calls))
+	return b
+}
+
+// PrepareGlobalParts is PrepareParts for the global view alone. A worker
+// writes the global view from several batches at once (see
+// ingest.ChannelOptions.GlobalAge): the summaries then take fewer, larger
+// merges, and their cut tail shrinks.
+func (s *Store) PrepareGlobalParts(parts []Part) *Batch {
+	b := &Batch{parts: parts, calls: s.prepareGlobal(parts), indexDone: true, dirtyDone: true}
+	b.done = make([]bool, len(b.calls))
+	return b
+}
+
+// PrepareWorkspaceParts is PrepareParts without the global view.
+func (s *Store) PrepareWorkspaceParts(parts []Part) *Batch {
 	b := &Batch{parts: parts, minutes: map[int64][]string{}}
 	last := map[string]int64{}
 	seen := map[int64]map[string]bool{}
@@ -265,7 +283,7 @@ func (s *Store) PrepareParts(parts []Part) *Batch {
 	for ws, m := range last {
 		b.index = append(b.index, ActiveWorkspace{ID: ws, LastMinute: m})
 	}
-	b.calls = append(ic.calls, s.prepareGlobal(parts)...)
+	b.calls = ic.calls
 	b.done = make([]bool, len(b.calls))
 	b.indexDone = len(b.index) == 0
 	b.dirtyDone = len(b.index) == 0
