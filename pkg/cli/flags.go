@@ -85,7 +85,6 @@ func userCapFlag() cli.Flag {
 	return altsrc.NewIntFlag(&cli.IntFlag{Name: "user-minute-cap", EnvVars: []string{"TOPK_USER_MINUTE_CAP"}, Usage: "count at most this many events per workspace, user and minute; the rest go to the dead-letter topic as user_minute_cap (0: off)"})
 }
 
-func scheduleFlags() []cli.Flag {
 // globalAgeFlag is how long the channel workers hold the global view's
 // counts over batches.
 func globalAgeFlag() cli.Flag {
@@ -93,6 +92,7 @@ func globalAgeFlag() cli.Flag {
 		Usage: "hold the global view's counts over batches this long before writing them (offsets are committed once they are written; negative: with every batch)"})
 }
 
+func scheduleFlags() []cli.Flag {
 	return []cli.Flag{
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "interval", EnvVars: []string{"TOPK_INTERVAL"}, Value: scheduler.DefaultInterval, Usage: fmt.Sprintf("refresh interval of the cached rankings (at most %s)", scheduler.MaxInterval)}),
 		kFlag("entries kept in each cached ranking"),
