@@ -22,6 +22,7 @@ import (
 	"github.com/topk-dev/topk/pkg/geo"
 	"github.com/topk-dev/topk/pkg/ingest"
 	"github.com/topk-dev/topk/pkg/rawstore"
+	"github.com/topk-dev/topk/pkg/security"
 	"github.com/topk-dev/topk/pkg/usercount"
 )
 
@@ -399,6 +400,9 @@ func (a *Activity) delete(w http.ResponseWriter, req *http.Request) {
 		defer cancel()
 		if err := fn(ctx); err != nil {
 			a.Log.Warn("api: user activity delete failed", "backend", backend, "err", err)
+			if backend == "Redis" && security.ClassifyRedis(err) != security.NotRefused {
+				return StoreDeletion{Status: "failed", Error: "Redis refused: " + redisReason(err)}
+			}
 			return StoreDeletion{Status: "failed", Error: backend + " refused or did not answer (the server's log has its error)"}
 		}
 		return StoreDeletion{Status: "deleted"}
@@ -506,7 +510,7 @@ func (a *Activity) backendError(w http.ResponseWriter, err error, backend string
 		}
 	}
 	a.Log.Warn("api: activity read failed", "backend", backend, "err", err)
-	writeError(w, http.StatusServiceUnavailable, "cannot reach "+backend)
+	writeError(w, http.StatusServiceUnavailable, redisUnavailable("cannot reach "+backend, err))
 }
 
 // checkUser answers 400 for a user id that can never exist

@@ -11,7 +11,7 @@
 // count carries its error bound, as every global count does.
 //
 //	GET /healthz                              the process is up
-//	GET /readyz                               Redis answers
+//	GET /readyz                               Redis answers the reads of the routes (ready.go)
 //
 // Errors are JSON {"error": "..."}: 400 for bad parameters, 404 when no
 // cached ranking exists, 503 when Redis cannot be reached; never a stack
@@ -113,7 +113,7 @@ func NewHandler(r Reader, log *slog.Logger) http.Handler {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
-	mux.HandleFunc("GET /readyz", h.ready)
+	mux.Handle("GET /readyz", Ready(log, ReaderProbes(r)...))
 	return mux
 }
 
@@ -216,17 +216,7 @@ func (h *handler) readError(w http.ResponseWriter, err error, notFound string) {
 		return
 	}
 	h.log.Warn("api: read failed", "err", err)
-	writeError(w, http.StatusServiceUnavailable, "cannot read the cached rankings from Redis")
-}
-
-func (h *handler) ready(w http.ResponseWriter, req *http.Request) {
-	ctx, cancel := context.WithTimeout(req.Context(), ReadTimeout)
-	defer cancel()
-	if err := h.r.Ping(ctx); err != nil {
-		writeError(w, http.StatusServiceUnavailable, "Redis does not answer")
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	writeError(w, http.StatusServiceUnavailable, redisUnavailable("cannot read the cached rankings from Redis", err))
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {

@@ -93,12 +93,13 @@ func TestActivityDeletePartial(t *testing.T) {
 	}
 
 	for round, tc := range []struct {
-		name  string
-		rules []string // the limited user's ACL rules
+		name   string
+		rules  []string // the limited user's ACL rules
+		denied string   // the command Redis refuses it
 	}{
 		// EVAL, EVALSHA and the rest of @scripting refused with NOPERM.
-		{"no scripts", []string{"~*", "&*", "+@all", "-@scripting"}},
-		{"no SREM", []string{"~*", "&*", "+@all", "-srem"}},
+		{"no scripts", []string{"~*", "&*", "+@all", "-@scripting"}, "evalsha"},
+		{"no SREM", []string{"~*", "&*", "+@all", "-srem"}, "srem"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// The user's events and counters, over two hours (so two work
@@ -140,10 +141,11 @@ func TestActivityDeletePartial(t *testing.T) {
 			defer limited.Close()
 
 			// As the limited user: the raw events go, the counters stay,
-			// and the answer says which.
+			// and the answer says which, and that Redis' ACL refused.
 			res := del(usercount.New(limited, keys.New(""), usercount.Options{}), http.StatusServiceUnavailable)
 			want := api.DeleteResponse{UserID: user, RawEventsDeleted: 6,
-				Counters:  api.StoreDeletion{Status: "failed", Error: "Redis refused or did not answer (the server's log has its error)"},
+				Counters: api.StoreDeletion{Status: "failed",
+					Error: "Redis refused: permission denied by Redis ACL: topk serve's Redis user lacks the command '" + tc.denied + "' (see config/redis-acl.conf)"},
 				RawEvents: api.StoreDeletion{Status: "deleted"},
 				Error:     "the user's counters may not be deleted; send the DELETE again"}
 			if res != want {

@@ -110,7 +110,7 @@ func (s *Series) serve(w http.ResponseWriter, req *http.Request) {
 	res, err := s.Reader.ReadSeries(ctx, sids, s.Now())
 	if err != nil {
 		s.Log.Warn("api: series read failed", "err", err)
-		writeError(w, http.StatusServiceUnavailable, "cannot read the minute buckets from Redis")
+		writeError(w, http.StatusServiceUnavailable, redisUnavailable("cannot read the minute buckets from Redis", err))
 		return
 	}
 	out := SeriesResponse{Workspace: ws, FirstMinute: res.First, LastMinute: res.Last,
