@@ -2,7 +2,9 @@
 // writing to the injected Env so tests can run commands in-process.
 //
 // Exit status: 0 success, 1 failure (e.g. Redis unreachable), 2 bad usage,
-// 3 no such result (e.g. a workspace without a cached ranking).
+// 3 no such result (e.g. a workspace without a cached ranking), 4 refused by
+// Redis: its login (WRONGPASS, NOAUTH) or a permission of the ACL user
+// (NOPERM; see security.go and config/redis-acl.conf).
 package cli
 
 import (

@@ -15,6 +15,7 @@ import (
 	"github.com/topk-dev/topk/pkg/keys"
 	"github.com/topk-dev/topk/pkg/metrics"
 	"github.com/topk-dev/topk/pkg/scheduler"
+	"github.com/topk-dev/topk/pkg/security"
 	"github.com/topk-dev/topk/pkg/store"
 	"github.com/topk-dev/topk/pkg/window"
 )
@@ -161,6 +162,12 @@ func logFlags(def string) []cli.Flag {
 func withConfig(cmd *cli.Command) *cli.Command {
 	cmd.Flags = withSecurityFlags(append([]cli.Flag{configFlag()}, cmd.Flags...))
 	cmd.Before = altsrc.InitInputSourceWithContext(cmd.Flags, altsrc.NewYamlSourceFromFlagFunc("config"))
+	for _, f := range cmd.Flags {
+		if f.Names()[0] == "redis" {
+			cmd.Action = refusalAction(cmd.Action) // exit status 4 when Redis refuses it
+			break
+		}
+	}
 	return cmd
 }
 
@@ -203,11 +210,14 @@ func connectRedis(cc *cli.Context, addrs string) (rueidis.Client, error) {
 	}
 	c, err := rueidis.NewClient(opt)
 	if err != nil {
-		return nil, cli.Exit(fmt.Sprintf("cannot reach Redis at %s: %s", addrs, redisError(cc, err)), 1)
+		if security.ClassifyRedis(err) != security.NotRefused {
+			return nil, redisExit(cc, fmt.Sprintf("Redis at %s refused the connection: ", addrs), err)
+		}
+		return nil, redisExit(cc, fmt.Sprintf("cannot reach Redis at %s: ", addrs), err)
 	}
 	if err := c.Do(cc.Context, c.B().Ping().Build()).Error(); err != nil {
 		c.Close()
-		return nil, cli.Exit(fmt.Sprintf("Redis at %s does not answer: %s", addrs, redisError(cc, err)), 1)
+		return nil, redisExit(cc, fmt.Sprintf("Redis at %s does not answer: ", addrs), err)
 	}
 	return c, nil
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -102,17 +103,64 @@ func redisOption(c *cli.Context, addrs []string) (rueidis.ClientOption, error) {
 // redisError explains a failed connection. Redis' own messages never quote
 // the password, and neither does rueidis; this only names the cause an
 // operator looks for first. Redis 6+ answers WRONGPASS or NOAUTH, older
-// servers an error about AUTH.
+// servers an error about AUTH (security.ClassifyRedis).
 func redisError(c *cli.Context, err error) string {
-	msg := err.Error()
-	if strings.Contains(msg, "WRONGPASS") || strings.Contains(msg, "AUTH") {
-		user := c.String("redis-user")
-		if user == "" {
-			user = "default"
-		}
-		return fmt.Sprintf("authentication failed (user %q; check --redis-user and --redis-password): %s", user, msg)
+	switch security.ClassifyRedis(err) {
+	case security.RefusedLogin:
+		return fmt.Sprintf("authentication failed (user %q; check --redis-user and --redis-password): %s", redisUser(c.String("redis-user")), err)
+	case security.RefusedACL:
+		return aclMessage(c.String("redis-user"), err)
 	}
-	return msg
+	return err.Error()
+}
+
+// redisUser names a Redis user as Redis does: "" is the default user.
+func redisUser(user string) string {
+	if user == "" {
+		return "default"
+	}
+	return user
+}
+
+// aclMessage says that Redis' ACL refused user what err names.
+func aclMessage(user string, err error) string {
+	return fmt.Sprintf("permission denied by Redis ACL: user %q lacks %s (config/redis-acl.conf lists what each topk command's user needs; README \"Minimal Redis ACLs\"): %s",
+		redisUser(user), security.RedisDenied(err), err)
+}
+
+// exitRefused is the exit status of a command Redis refused: its login
+// (WRONGPASS, NOAUTH) or a permission of its ACL user (NOPERM).
+const exitRefused = 4
+
+// redisExit is the exit of a command whose Redis call failed with err,
+// message first: exitRefused, saying so and naming the user, when Redis
+// refused the login or a permission; else status 1.
+func redisExit(c *cli.Context, message string, err error) error {
+	if security.ClassifyRedis(err) != security.NotRefused {
+		return cli.Exit(message+redisError(c, err), exitRefused)
+	}
+	return cli.Exit(message+err.Error(), 1)
+}
+
+// refusalAction wraps the action of a command that talks to Redis so that,
+// whatever it was doing, an error that is Redis refusing its login or a
+// permission exits with exitRefused and says so, naming the user, instead
+// of passing for Redis being unreachable or a generic failure.
+func refusalAction(action cli.ActionFunc) cli.ActionFunc {
+	if action == nil {
+		return nil
+	}
+	return func(c *cli.Context) error {
+		err := action(c)
+		var ec cli.ExitCoder
+		if err == nil || errors.As(err, &ec) && ec.ExitCode() == exitRefused || security.ClassifyRedis(err) == security.NotRefused {
+			return err
+		}
+		if security.ClassifyRedis(err) == security.RefusedLogin {
+			return cli.Exit(fmt.Sprintf("Redis refused the login of user %q (check --redis-user and --redis-password): %s", redisUser(c.String("redis-user")), err), exitRefused)
+		}
+		return cli.Exit(aclMessage(c.String("redis-user"), err), exitRefused)
+	}
 }
 
 // kafkaSecurity reads the Kafka TLS and SASL flags. The password file is

@@ -68,13 +68,13 @@ func TestRedisAuthFailureHidesPassword(t *testing.T) {
 	rightFile := writeFile(t, dir, "right", right+"\n")
 	config := writeFile(t, dir, "topk.yaml", "redis: "+r.Addr()+"\nredis-password: "+wrong+"\n")
 
-	// failsAuth runs a command that must fail to authenticate without
-	// printing the password anywhere.
+	// failsAuth runs a command that must fail to authenticate, with exit
+	// status 4 (Redis refused it), without printing the password anywhere.
 	failsAuth := func(t *testing.T, args ...string) {
 		t.Helper()
 		out, errOut, err := runCLI(t, args...)
-		if code := exitCode(t, err); code != 1 {
-			t.Fatalf("exit %d (%v), want 1", code, err)
+		if code := exitCode(t, err); code != 4 {
+			t.Fatalf("exit %d (%v), want 4", code, err)
 		}
 		if !strings.Contains(err.Error(), "authentication failed") {
 			t.Errorf("error does not say authentication failed: %v", err)
@@ -164,23 +164,13 @@ func TestSecurityFlagsEverywhere(t *testing.T) {
 	}
 }
 
-// aclUsers starts redis-server with config/redis-acl.conf as its aclfile
-// and gives the two users passwords, as the README tells SREs to.
+// aclUsers starts redis-server with config/redis-acl.conf as its aclfile,
+// its users switched on with passwords as the README tells SREs to
+// (testenv.RedisACL), and returns the worker's and the reader's.
 func aclUsers(t *testing.T) (r *devenv.Redis, workerPass, readerPass string) {
 	t.Helper()
-	acl, err := os.ReadFile("../../config/redis-acl.conf")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r = testenv.Redis(t, "--aclfile", writeFile(t, t.TempDir(), "users.acl", string(acl)))
-	admin := testenv.Client(t, r.Addr())
-	workerPass, readerPass = "worker-Pa55", "reader-Pa55"
-	for user, pass := range map[string]string{"topk-worker": workerPass, "topk-reader": readerPass} {
-		if err := admin.Do(context.Background(), admin.B().AclSetuser().Username(user).Rule("on", ">"+pass).Build()).Error(); err != nil {
-			t.Fatalf("ACL SETUSER %s: %v", user, err)
-		}
-	}
-	return r, workerPass, readerPass
+	r, _ = testenv.RedisACL(t)
+	return r, testenv.ACLPassword("topk-worker"), testenv.ACLPassword("topk-reader")
 }
 
 // clientAs connects to addr as an ACL user.
@@ -316,6 +306,8 @@ func TestRedisACL(t *testing.T) {
 		rc.B().Hset().Key(meta).FieldValue().FieldValue("k", "0").Build(),
 		rc.B().Evalsha().Sha1(lua.Refresh.SHA1).Numkeys(1).Key(top).Build(),
 		rc.B().Eval().Script("return redis.call('DEL', KEYS[1])").Numkeys(1).Key(top).Build(),
+		rc.B().Pfadd().Key("topk:{geo:u0}:u:1").Element("x").Build(),
+		rc.B().Pfmerge().Destkey("topk:{geo:u0}:u:1").Sourcekey("topk:{geo:u0}:u:2").Build(),
 		rc.B().Get().Key("session:1").Build(), // outside topk:*
 		rc.B().Keys().Pattern("*").Build(),
 		rc.B().Flushall().Build(),

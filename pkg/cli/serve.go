@@ -31,6 +31,7 @@ func serveCommand(env *Env) *cli.Command {
 		postgresFlag("optional: without it, listing and deleting a user's raw events answer 503"),
 	}
 	flags = append(flags, apiAuthFlags()...)
+	flags = append(flags, deleteRedisFlags()...)
 	flags = append(flags, deploymentFlags()...)
 	flags = append(flags, activityStoreFlags()...)
 	flags = append(flags, logFlags("info")...)
@@ -172,10 +173,18 @@ func serveHandler(c *cli.Context, st *store.Store, log *slog.Logger, tokens *api
 		closers = append(closers, raw.Close)
 		act.Raw = raw
 	}
+	closeDeletes, err := serveDeletes(c, st, users, act, log)
+	if err != nil {
+		closeAll()
+		return nil, nil, err
+	}
+	closers = append(closers, closeDeletes)
 	mux := http.NewServeMux()
 	mux.Handle("/", api.NewHandler(api.Cache(st, c.Duration("read-cache")), log))
 	act.Register(mux)
-	(&api.Series{Reader: st, Log: log}).Register(mux)
+	series := &api.Series{Reader: st, Log: log}
+	series.Register(mux)
+	mux.Handle("GET /readyz", serveReady(log, st, act, series))
 	api.RegisterUI(mux)
 	guarded, err := auth.Handler(mux)
 	if err != nil {
