@@ -34,7 +34,9 @@ type ChannelOptions struct {
 	// batches before writing them (0: DefaultGlobalAge; negative: with every
 	// batch). The workspace counts are written with every batch, and the
 	// worker commits a batch's offsets only once both are written, so the
-	// commits trail the rankings by up to GlobalAge. In exchange the global
+	// commits trail the rankings by up to GlobalAge (the worker ends the
+	// hold early once it has caught up, and before it stops or gives up
+	// partitions). In exchange the global
 	// summaries take a few large merges instead of many small ones: a
 	// Zipf-like stream's distinct items grow much slower than its events,
 	// and each source's light tail, cut at every merge (see

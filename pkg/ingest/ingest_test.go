@@ -3,6 +3,7 @@ package ingest_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -113,7 +114,7 @@ func (f *fixture) startWorker(group string, extra ...kgo.Opt) *worker {
 }
 
 // committedOffsets returns group's committed offsets, summed over
-// partitions.
+// partitions (0 for a group not created yet).
 func committedOffsets(t *testing.T, brokers []string, group string) int64 {
 	t.Helper()
 	cl, err := kafka.NewClient(kafka.Config{Brokers: brokers})
@@ -122,6 +123,9 @@ func committedOffsets(t *testing.T, brokers []string, group string) int64 {
 	}
 	defer cl.Close()
 	offs, err := kadm.NewClient(cl).FetchOffsets(context.Background(), group)
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		return 0 // no member has joined yet
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -306,8 +306,13 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 		pending := !b.empty() || held
 		due := b.records >= w.cfg.BatchEvents || (pending && !time.Now().Before(since.Add(w.cfg.BatchAge)))
-		if pending && (due || stopping || hurry.Load()) {
-			if h, ok := w.cfg.Sink.(Holder); ok && (stopping || hurry.Load()) {
+		// A poll that found nothing new means the worker has caught up: the
+		// hold's larger merges gain nothing then, so it ends at once (a
+		// drained backlog is committed, and a quiet stream's global view
+		// is current).
+		idle := n == 0 && b.empty()
+		if pending && (due || stopping || hurry.Load() || (held && idle)) {
+			if h, ok := w.cfg.Sink.(Holder); ok && (stopping || hurry.Load() || idle) {
 				h.Release()
 			}
 			var err error
