@@ -162,9 +162,48 @@ func cutTail(items []weighted, n int) (kept []weighted, events, cut int64) {
 	if n <= 0 || len(items) <= n {
 		return items, events, 0
 	}
-	sorted := slices.Clone(items)
-	slices.SortFunc(sorted, func(a, b weighted) int { return cmp.Compare(b.n, a.n) })
-	return sorted[:n], events, sorted[n].n
+	// The n-th largest weight, by counting: most weights are small, so a
+	// histogram of those below 64 finds it in one pass where the tail is;
+	// a heavier threshold is found by sorting the few heavy weights.
+	const small = 64
+	var hist [small]int
+	var heavy []int64
+	for _, w := range items {
+		if w.n < small {
+			hist[w.n]++
+		} else {
+			heavy = append(heavy, w.n)
+		}
+	}
+	var threshold int64 // keep weights above it, and enough equal to it
+	if len(heavy) >= n {
+		slices.SortFunc(heavy, func(a, b int64) int { return cmp.Compare(b, a) })
+		threshold = heavy[n-1]
+	} else {
+		above := len(heavy)
+		for threshold = small - 1; threshold > 0 && above+hist[threshold] < n; threshold-- {
+			above += hist[threshold]
+		}
+	}
+	kept = make([]weighted, 0, n)
+	var ties []weighted
+	for _, w := range items {
+		switch {
+		case w.n > threshold:
+			kept = append(kept, w)
+		case w.n == threshold:
+			ties = append(ties, w)
+		default:
+			cut = max(cut, w.n)
+		}
+	}
+	if room := n - len(kept); room < len(ties) {
+		kept = append(kept, ties[:room]...)
+		cut = threshold // a tie was cut
+	} else {
+		kept = append(kept, ties...)
+	}
+	return kept, events, cut
 }
 
 // fenceOverlap is a group of a fenced script's reply that straddled its
