@@ -132,6 +132,12 @@ func deploymentFlags() []cli.Flag {
 		altsrc.NewStringFlag(&cli.StringFlag{Name: "global-backend", EnvVars: []string{"TOPK_GLOBAL_BACKEND"}, Value: "auto", Usage: "summaries of the global view: auto (redisbloom when the module is loaded), lua or redisbloom"}),
 		altsrc.NewIntFlag(&cli.IntFlag{Name: "global-shards", EnvVars: []string{"TOPK_GLOBAL_SHARDS"}, Value: store.DefaultGlobalShards, Usage: "shards of the global summaries (same value for all workers and schedulers)"}),
 		altsrc.NewIntFlag(&cli.IntFlag{Name: "global-capacity", EnvVars: []string{"TOPK_GLOBAL_CAPACITY"}, Value: store.DefaultGlobalCapacity, Usage: "items kept per shard and minute by the global summaries (same value everywhere)"}),
+		// RedisBloom's sizing guidance for a TOPK of k items (redis.io,
+		// "Top-K", "Sizing"): width k*log(k), depth log(k) but at least 5,
+		// decay 0.9; k is --global-capacity. See store.BloomSize.
+		altsrc.NewIntFlag(&cli.IntFlag{Name: "bloom-width", EnvVars: []string{"TOPK_BLOOM_WIDTH"}, Usage: "RedisBloom backend: counters per array of each minute's TOPK (0: RedisBloom's sizing guidance, ceil(k*ln k) for k = --global-capacity: 24020 for 3000)"}),
+		altsrc.NewIntFlag(&cli.IntFlag{Name: "bloom-depth", EnvVars: []string{"TOPK_BLOOM_DEPTH"}, Usage: "RedisBloom backend: arrays of each minute's TOPK (0: ceil(ln k), at least 5: 9 for 3000)"}),
+		altsrc.NewFloat64Flag(&cli.Float64Flag{Name: "bloom-decay", EnvVars: []string{"TOPK_BLOOM_DECAY"}, Value: store.DefaultBloomDecay, Usage: "RedisBloom backend: the TOPK's decay, between 0 and 1"}),
 		altsrc.NewIntFlag(&cli.IntFlag{Name: "rollup-keep", EnvVars: []string{"TOPK_ROLLUP_KEEP"}, Usage: "members a closed hour or day bucket keeps, and the all-time summary's capacity (0: 5 x --k, the seed's safety factor)"}),
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "minute-retention", EnvVars: []string{"TOPK_MINUTE_RETENTION"}, Value: window.DefaultMinuteRetention, Usage: "how long minute buckets live after their minute (more than the hour window; the excess is how long the scheduler may stop without losing rollups)"}),
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "hour-retention", EnvVars: []string{"TOPK_HOUR_RETENTION"}, Value: window.DefaultHourRetention, Usage: "how long hour buckets live after their hour (at least 30 days for the 30d window)"}),
@@ -277,7 +283,8 @@ func globalOptions(c *cli.Context, client rueidis.Client) (store.GlobalOptions, 
 	if !hasFlag(c, "global-backend") {
 		return store.GlobalOptions{}, nil // a reader: it never writes summaries
 	}
-	o := store.GlobalOptions{Backend: c.String("global-backend"), Shards: c.Int("global-shards"), Capacity: c.Int("global-capacity")}
+	o := store.GlobalOptions{Backend: c.String("global-backend"), Shards: c.Int("global-shards"), Capacity: c.Int("global-capacity"),
+		BloomWidth: c.Int("bloom-width"), BloomDepth: c.Int("bloom-depth"), BloomDecay: c.Float64("bloom-decay")}
 	switch o.Backend {
 	case "", "auto":
 		b, err := store.DetectGlobalBackend(c.Context, client)
@@ -291,6 +298,12 @@ func globalOptions(c *cli.Context, client rueidis.Client) (store.GlobalOptions, 
 	}
 	if c.IsSet("global-shards") && o.Shards < 1 || c.IsSet("global-capacity") && o.Capacity < 1 {
 		return o, cli.Exit("--global-shards and --global-capacity must be positive", exitUsage)
+	}
+	if o.BloomWidth < 0 || o.BloomDepth < 0 {
+		return o, cli.Exit("--bloom-width and --bloom-depth must be positive (0: RedisBloom's sizing guidance)", exitUsage)
+	}
+	if !(o.BloomDecay > 0 && o.BloomDecay < 1) {
+		return o, cli.Exit(fmt.Sprintf("--bloom-decay %v: want a value between 0 and 1", o.BloomDecay), exitUsage)
 	}
 	return o, nil
 }

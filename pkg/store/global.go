@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -28,7 +29,10 @@ import (
 //     error, so every cached item has an error bound, and the result says
 //     which items are guaranteed to belong to the true top K.
 //   - BackendRedisBloom: RedisBloom's TOPK (HeavyKeeper) when the server has
-//     the module. It gives estimates without error bounds.
+//     the module, sized by BloomSize. It gives estimates without error
+//     bounds: HeavyKeeper's counts do not exceed the truth (but for a
+//     32-bit fingerprint collision) and may fall below it, and an item
+//     that left a minute's TOPK has no count for that minute at all.
 //
 // Items are spread over shards by FNV-1a of the item id, so shards hold
 // disjoint items (merging them is exact up to each shard's own error) and,
@@ -40,14 +44,45 @@ const (
 	BackendRedisBloom = "redisbloom"
 )
 
-// Defaults of GlobalOptions.
+// Defaults of GlobalOptions. The RedisBloom TOPK's width and depth follow
+// from its k by BloomSize.
 const (
 	DefaultGlobalShards   = 4
 	DefaultGlobalCapacity = 3000
-	DefaultBloomWidth     = 8
-	DefaultBloomDepth     = 7
 	DefaultBloomDecay     = 0.9
 )
+
+// BloomSize returns the width and depth of a RedisBloom TOPK that keeps k
+// items, by RedisBloom's sizing guidance (redis.io, "Top-K", section
+// "Sizing"; content/develop/data-types/probabilistic/top-k.md in the
+// redis/docs repository): width = k*log(k), depth = log(k) but at least 5,
+// with decay 0.9. The guidance does not say which logarithm; BloomSize
+// takes the natural one, the larger of the common readings, and rounds
+// both up, so width is never below k*ln(k) nor depth below ln(k). It never
+// returns a width below RedisBloom's default, 8.
+//
+// Why these sizes (HeavyKeeper, Gong et al. 2018): each of the depth
+// arrays hashes an item to one of width counters, and an item's count is
+// its largest counter that still holds its fingerprint. With width =
+// k*ln(k), one of the k heaviest items shares a given array's counter with
+// another of them with probability about k/width = 1/ln(k), and with
+// another in every array with probability about (1/ln k)^depth: for the
+// default k = 3000 (ln k = 8.0) that is 0.125 per array and 1e-8 over the
+// 9 arrays, so the heavy items keep a counter of their own, which the
+// light items decay with probability only 0.9^count. RedisBloom's
+// defaults (width 8, depth 7: 56 counters) give 3,000 items 56 counters,
+// so nearly every item shares all its counters and counts decay far below
+// the truth.
+//
+// Memory: a TOPK takes width*depth*8 bytes of counters, plus k*24 bytes of
+// heap and its items' names; for k = 3000, 24,020 x 9 counters, about
+// 1.9 MB a key (see the README's global view section).
+func BloomSize(k int) (width, depth int) {
+	lk := math.Log(float64(max(k, 1)))
+	width = max(8, int(math.Ceil(float64(k)*lk)))
+	depth = max(5, int(math.Ceil(lk)))
+	return width, depth
+}
 
 // GlobalOptions configures the global view.
 type GlobalOptions struct {
@@ -65,7 +100,9 @@ type GlobalOptions struct {
 	// thirds of Capacity, a negative value no cut (BackendLua only).
 	GroupItems int
 	// BloomWidth, BloomDepth and BloomDecay are TOPK.RESERVE's parameters
-	// (BackendRedisBloom only); its k is Capacity.
+	// (BackendRedisBloom only); its k is Capacity. 0 means BloomSize's
+	// width or depth for Capacity, and DefaultBloomDecay. A minute's TOPK
+	// keeps the parameters it was reserved with.
 	BloomWidth int
 	BloomDepth int
 	BloomDecay float64
@@ -84,11 +121,12 @@ func (o GlobalOptions) withDefaults() GlobalOptions {
 	if o.GroupItems == 0 {
 		o.GroupItems = 2 * o.Capacity / 3
 	}
+	width, depth := BloomSize(o.Capacity)
 	if o.BloomWidth <= 0 {
-		o.BloomWidth = DefaultBloomWidth
+		o.BloomWidth = width
 	}
 	if o.BloomDepth <= 0 {
-		o.BloomDepth = DefaultBloomDepth
+		o.BloomDepth = depth
 	}
 	if o.BloomDecay <= 0 {
 		o.BloomDecay = DefaultBloomDecay
@@ -177,10 +215,11 @@ type shardUnion struct {
 }
 
 // GlobalRefresher merges the window's global summaries into the cached
-// global ranking. For the Space-Saving backend it keeps every shard's minute
+// global ranking. With either backend it keeps every shard's minute
 // summaries in memory and re-reads from Redis only the minutes whose
 // summaries changed: every change of a minute's summary raises its event
-// counter (n:<minute>), so one MGET of the window's counters tells which.
+// counter (n:<minute>; global_add.lua, or bloomAdd's INCRBY after its
+// TOPK.INCRBY), so one MGET of the window's counters tells which.
 // A refresh thus costs Redis a few short reads, where a union of the whole
 // window inside one script blocked Redis for seconds. Reading changes
 // nothing, so several schedulers may refresh at once. Memory: up to two
@@ -227,17 +266,23 @@ func (g *GlobalRefresher) Refresh(ctx context.Context, now time.Time, k int) err
 	unions := make([]shardUnion, s.opts.Global.Shards)
 	errs := make([]error, s.opts.Global.Shards)
 	s.parallel(s.opts.Global.Shards, func(sh int) {
-		if s.opts.Global.Backend == BackendRedisBloom {
-			unions[sh], errs[sh] = s.bloomUnion(ctx, sh, buckets, k+1)
-			return
+		bloom := s.opts.Global.Backend == BackendRedisBloom
+		if bloom {
+			g.forgetMinutesBefore(sh, buckets[0]) // no rollups to feed
+		} else {
+			g.forgetMinutesBefore(sh, min(buckets[0], 60*(window.HourOf(buckets[0])-1)))
 		}
-		g.forgetMinutesBefore(sh, min(buckets[0], 60*(window.HourOf(buckets[0])-1)))
 		sums, err := g.minuteSummaries(ctx, sh, buckets)
 		if err != nil {
 			errs[sh] = err
 			return
 		}
 		unions[sh] = unionOf(sh, sums, k+1)
+		if bloom { // HeavyKeeper gives no error bounds
+			for i := range unions[sh].cands {
+				unions[sh].cands[i].err = -1
+			}
+		}
 	})
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("store.refresh_global: %w", err)
@@ -290,7 +335,11 @@ func (g *GlobalRefresher) minuteSummaries(ctx context.Context, sh int, minutes [
 			read = append(read, m)
 		}
 	}
-	if err := g.readMinutes(ctx, sh, read); err != nil {
+	readMinutes := g.readMinutes
+	if s.opts.Global.Backend == BackendRedisBloom {
+		readMinutes = g.readBloomMinutes
+	}
+	if err := readMinutes(ctx, sh, read); err != nil {
 		return nil, err
 	}
 	out := make([]*summary, len(minutes))
@@ -382,52 +431,51 @@ func (g *GlobalRefresher) readMinutes(ctx context.Context, sh int, minutes []int
 	return nil
 }
 
-// bloomUnion reads one shard's window of RedisBloom summaries and sums them
-// in Go. HeavyKeeper gives no error bounds, so Err is unknown (-1).
-func (s *Store) bloomUnion(ctx context.Context, sh int, buckets []int64, c int) (shardUnion, error) {
+// readBloomMinutes reads shard sh's RedisBloom summaries of the given
+// minutes in one pipeline: per minute, its event counter, then TOPK.LIST
+// WITHCOUNT. HeavyKeeper gives no error bounds: a summary read here has no
+// errors and no floor. Like readMinutes it reads the counter first, and
+// the write path (bloomAdd) raises the counter after TOPK.INCRBY, so a
+// summary read with a counter value holds at least the writes that value
+// counts; a write landing in between is read again at the next refresh.
+func (g *GlobalRefresher) readBloomMinutes(ctx context.Context, sh int, minutes []int64) error {
+	if len(minutes) == 0 {
+		return nil
+	}
+	s := g.s
 	gk := s.keys.GlobalShard(sh)
-	cmds := make(rueidis.Commands, 0, 2*len(buckets))
-	for _, m := range buckets {
-		cmds = append(cmds, s.c.B().TopkList().Key(gk.Bloom(m)).Withcount().Build())
+	cmds := make(rueidis.Commands, 0, 2*len(minutes))
+	for _, m := range minutes {
+		cmds = append(cmds,
+			s.c.B().Get().Key(gk.Events(m)).Build(),
+			s.c.B().TopkList().Key(gk.Bloom(m)).Withcount().Build())
 	}
-	for _, m := range buckets {
-		cmds = append(cmds, s.c.B().Get().Key(gk.Events(m)).Build())
-	}
-	sums := map[string]int64{}
-	var u shardUnion
-	for i, r := range s.c.DoMulti(ctx, cmds...) {
-		if i >= len(buckets) { // event counts
-			n, err := r.AsInt64()
-			if err != nil && !rueidis.IsRedisNil(err) {
-				return shardUnion{}, fmt.Errorf("shard %d: %w", sh, err)
-			}
-			u.events += n
-			continue
+	res := s.c.DoMulti(ctx, cmds...)
+	for i, m := range minutes {
+		events, err := res[2*i].AsInt64()
+		if err != nil && !rueidis.IsRedisNil(err) {
+			return fmt.Errorf("shard %d minute %d: %w", sh, m, err)
 		}
-		list, err := r.ToArray()
-		if err != nil {
-			if strings.Contains(err.Error(), "does not exist") || rueidis.IsRedisNil(err) {
-				continue // no events in that minute
-			}
-			return shardUnion{}, fmt.Errorf("shard %d: %w", sh, err)
+		ms := &summary{counts: map[string]int64{}, events: events, version: events}
+		list, err := res[2*i+1].ToArray()
+		switch {
+		case err == nil:
+		case rueidis.IsRedisNil(err) || strings.Contains(err.Error(), "does not exist"):
+			list = nil // no events in that minute (yet)
+		default:
+			return fmt.Errorf("shard %d minute %d: %w", sh, m, err)
 		}
 		for j := 0; j+1 < len(list); j += 2 {
 			item, err1 := list[j].ToString()
 			n, err2 := list[j+1].AsInt64()
 			if err1 != nil || err2 != nil {
-				return shardUnion{}, fmt.Errorf("shard %d: %w: TOPK.LIST entry", sh, ErrBadReply)
+				return fmt.Errorf("shard %d minute %d: %w: TOPK.LIST entry", sh, m, ErrBadReply)
 			}
-			sums[item] += n
+			ms.counts[item] += n
 		}
+		g.minutes[sh][m] = ms
 	}
-	for item, n := range sums {
-		u.cands = append(u.cands, candidate{item: item, count: n, err: -1, shard: sh})
-	}
-	sortCandidates(u.cands)
-	if len(u.cands) > c {
-		u.cands = u.cands[:c]
-	}
-	return u, nil
+	return nil
 }
 
 // sortCandidates puts candidates in the ranking order of the cached set.

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -321,6 +322,68 @@ func TestBloomFlushExactCommands(t *testing.T) {
 	// An acknowledged batch sends nothing more (the mock refuses extra calls).
 	if err := st.Apply(ctx, b); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestBloomSize checks the sizing rule of the RedisBloom TOPK (RedisBloom's
+// guidance: width = k*log(k), depth = log(k) but at least 5; natural log,
+// rounded up; width at least RedisBloom's default 8).
+func TestBloomSize(t *testing.T) {
+	for _, tc := range []struct{ k, width, depth int }{
+		{0, 8, 5}, {1, 8, 5}, {2, 8, 5}, {10, 24, 5}, {50, 196, 5}, {100, 461, 5},
+		{148, 740, 5}, {149, 746, 6}, {1000, 6908, 7}, {3000, 24020, 9}, {10000, 92104, 10},
+	} {
+		if w, d := store.BloomSize(tc.k); w != tc.width || d != tc.depth {
+			t.Errorf("BloomSize(%d) = %d, %d; want %d, %d", tc.k, w, d, tc.width, tc.depth)
+		}
+	}
+	for k := 1; k <= 20000; k++ {
+		w, d := store.BloomSize(k)
+		lk := math.Log(float64(k))
+		if float64(w) < float64(k)*lk || w < 8 || float64(d) < lk || d < 5 {
+			t.Fatalf("BloomSize(%d) = %d, %d: below k*ln(k) = %.1f, ln(k) = %.2f, or the minimums 8 and 5", k, w, d, float64(k)*lk, lk)
+		}
+		if float64(w) >= float64(k)*lk+1 && w > 8 || float64(d) >= lk+1 && d > 5 {
+			t.Fatalf("BloomSize(%d) = %d, %d: more than rounding up k*ln(k) = %.1f, ln(k) = %.2f", k, w, d, float64(k)*lk, lk)
+		}
+	}
+}
+
+// TestBloomFlushReservesBySizingRule: without BloomWidth and BloomDepth the
+// store reserves each minute's TOPK with BloomSize(Capacity) and decay 0.9;
+// explicit values win.
+func TestBloomFlushReservesBySizingRule(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts store.GlobalOptions
+		want []string // TOPK.RESERVE's k, width, depth, decay
+	}{
+		{"defaults", store.GlobalOptions{Backend: store.BackendRedisBloom, Shards: 1}, []string{"3000", "24020", "9", "0.9"}},
+		{"capacity 50", store.GlobalOptions{Backend: store.BackendRedisBloom, Shards: 1, Capacity: 50}, []string{"50", "196", "5", "0.9"}},
+		{"explicit", store.GlobalOptions{Backend: store.BackendRedisBloom, Shards: 1, Capacity: 50, BloomWidth: 2000, BloomDepth: 7, BloomDecay: 0.925}, []string{"50", "2000", "7", "0.925"}},
+		{"width only", store.GlobalOptions{Backend: store.BackendRedisBloom, Shards: 1, Capacity: 50, BloomWidth: 1000}, []string{"50", "1000", "5", "0.9"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, c := newMockStore(t, tc.opts)
+			counts := store.Counts{}
+			counts.Add("w", bloomMinute, "c", 1)
+			c.EXPECT().Do(gomock.Any(), gomock.Any()).Return(ingestReply(1)).AnyTimes()
+			var reserve []string
+			c.EXPECT().DoMulti(gomock.Any(), gomock.Any()).DoAndReturn(func(ctx context.Context, cmds ...rueidis.Completed) []rueidis.RedisResult {
+				if first := cmds[0].Commands(); first[0] == "TOPK.RESERVE" {
+					reserve = slices.Clone(first)
+					return pipelineOK(1, 1)
+				}
+				return indexOK(ctx, cmds...)
+			}).AnyTimes()
+			if err := st.Apply(context.Background(), st.Prepare(counts)); err != nil {
+				t.Fatal(err)
+			}
+			want := append([]string{"TOPK.RESERVE", "topk:{g:0}:bf:29000000"}, tc.want...)
+			if !slices.Equal(reserve, want) {
+				t.Fatalf("sent %q, want %q", reserve, want)
+			}
+		})
 	}
 }
 
@@ -649,22 +712,38 @@ func shardOf(item string, shards int) int {
 // minute offsets in the window (0 = oldest), the items' counts.
 type bloomWindow map[int]map[string]int64
 
-// refreshReplies builds, for each shard, the command matchers of the one pipeline
-// bloomUnion sends (60 TOPK.LIST key WITHCOUNT, then 60 GET of the event
-// counters) and RedisBloom's replies: a list for each minute with items on
-// that shard, and for the others alternately nil and RedisBloom's "key does
-// not exist" error; counters are the shard's per-minute sums, nil if none.
-func refreshReplies(t *testing.T, shards int, buckets []int64, data bloomWindow) (matchers [][]any, replies [][]rueidis.RedisResult, events int64) {
+// shardRead is what a refresh of a fresh refresher sends for one shard,
+// as mock matchers, and RedisBloom's replies: one MGET of the window's
+// event counters, then one pipeline of GET n:<minute> and TOPK.LIST
+// bf:<minute> WITHCOUNT for each of the 60 minutes.
+type shardRead struct {
+	mget      gomock.Matcher
+	mgetReply rueidis.RedisResult
+	pipeline  []any
+	replies   []rueidis.RedisResult // GET, TOPK.LIST for each minute
+}
+
+// expect sets the shard's two calls on c, in order, and returns the second.
+func (r shardRead) expect(c *mock.Client) *gomock.Call {
+	mget := c.EXPECT().Do(gomock.Any(), r.mget).Return(r.mgetReply)
+	return c.EXPECT().DoMulti(gomock.Any(), r.pipeline...).Return(r.replies).After(mget)
+}
+
+// refreshReplies builds each shard's shardRead for a window holding data:
+// a list for each minute with items on that shard, and for the others
+// alternately nil and RedisBloom's "key does not exist" error; counters are
+// the shard's per-minute sums, nil if none.
+func refreshReplies(t *testing.T, shards int, buckets []int64, data bloomWindow) (reads []shardRead, events int64) {
 	t.Helper()
-	matchers = make([][]any, shards)
-	replies = make([][]rueidis.RedisResult, shards)
+	reads = make([]shardRead, shards)
 	for sh := 0; sh < shards; sh++ {
 		gk := keys.New("").GlobalShard(sh)
-		var ms []any
-		lists := make([]rueidis.RedisResult, len(buckets))
-		gets := make([]rueidis.RedisResult, len(buckets))
+		var r shardRead
+		mgetArgs := []string{"MGET"}
+		var counters []rueidis.RedisMessage
 		for i, m := range buckets {
-			ms = append(ms, mock.Match("TOPK.LIST", gk.Bloom(m), "WITHCOUNT"))
+			mgetArgs = append(mgetArgs, gk.Events(m))
+			r.pipeline = append(r.pipeline, mock.Match("GET", gk.Events(m)), mock.Match("TOPK.LIST", gk.Bloom(m), "WITHCOUNT"))
 			var list []rueidis.RedisMessage
 			var total int64
 			items := slices.Sorted(maps.Keys(data[i]))
@@ -677,24 +756,22 @@ func refreshReplies(t *testing.T, shards int, buckets []int64, data bloomWindow)
 			}
 			switch {
 			case len(list) > 0:
-				lists[i] = mock.Result(mock.RedisArray(list...))
-				gets[i] = mock.Result(mock.RedisBlobString(i64(total)))
+				counters = append(counters, mock.RedisBlobString(i64(total)))
+				r.replies = append(r.replies, mock.Result(mock.RedisBlobString(i64(total))), mock.Result(mock.RedisArray(list...)))
 				events += total
 			case i%2 == 0:
-				lists[i] = errReply("TopK: key does not exist")
-				gets[i] = mock.Result(mock.RedisNil())
+				counters = append(counters, mock.RedisNil())
+				r.replies = append(r.replies, mock.Result(mock.RedisNil()), errReply("TopK: key does not exist"))
 			default:
-				lists[i] = mock.Result(mock.RedisNil())
-				gets[i] = mock.Result(mock.RedisNil())
+				counters = append(counters, mock.RedisNil())
+				r.replies = append(r.replies, mock.Result(mock.RedisNil()), mock.Result(mock.RedisNil()))
 			}
 		}
-		for _, m := range buckets {
-			ms = append(ms, mock.Match("GET", gk.Events(m)))
-		}
-		matchers[sh] = ms
-		replies[sh] = append(lists, gets...)
+		r.mget = mock.Match(mgetArgs...)
+		r.mgetReply = mock.Result(mock.RedisArray(counters...))
+		reads[sh] = r
 	}
-	return matchers, replies, events
+	return reads, events
 }
 
 // cacheCall is a decoded EVALSHA of global_cache.
@@ -757,13 +834,13 @@ func TestBloomRefreshExactCommands(t *testing.T) {
 	if onShard[0] == 0 || onShard[1] == 0 {
 		t.Fatalf("fixture: items per shard %v", onShard)
 	}
-	matchers, replies, events := refreshReplies(t, shards, buckets, data)
+	shardReads, events := refreshReplies(t, shards, buckets, data)
 	if events != 5+3+2+7+4+4+1+12 {
 		t.Fatalf("fixture: events %d", events)
 	}
 	var reads []*gomock.Call
-	for sh := range shards {
-		reads = append(reads, c.EXPECT().DoMulti(gomock.Any(), matchers[sh]...).Return(replies[sh]))
+	for _, r := range shardReads {
+		reads = append(reads, r.expect(c))
 	}
 	var (
 		mu     sync.Mutex
@@ -819,8 +896,8 @@ func TestBloomRefreshEmptyWindow(t *testing.T) {
 	g := bloomOpts
 	st, c := newMockStore(t, g)
 	now := time.Unix(bloomMinute*60, 0)
-	matchers, replies, _ := refreshReplies(t, 1, window.Hour.Buckets(now), nil)
-	c.EXPECT().DoMulti(gomock.Any(), matchers[0]...).Return(replies[0])
+	reads, _ := refreshReplies(t, 1, window.Hour.Buckets(now), nil)
+	reads[0].expect(c)
 	c.EXPECT().Do(gomock.Any(), evalsha(lua.GlobalCache)).DoAndReturn(func(_ context.Context, cmd rueidis.Completed) rueidis.RedisResult {
 		cc := decodeCacheCall(t, cmd.Commands())
 		if len(cc.items) != 0 || cc.meta["events"] != "0" || cc.meta["backend"] != "redisbloom" {
@@ -840,26 +917,202 @@ func TestBloomRefreshErrors(t *testing.T) {
 	buckets := window.Hour.Buckets(now)
 	for _, tc := range []struct {
 		name    string
-		at      int // index in the pipeline: 0..59 TOPK.LIST, 60..119 GET
+		at      int // index in the pipeline: 2i GET and 2i+1 TOPK.LIST of minute i; -1 the MGET
 		reply   rueidis.RedisResult
 		wantErr string
 	}{
-		{"list wrongtype", 59, errReply("WRONGTYPE Operation against a key holding the wrong kind of value"), "WRONGTYPE"},
-		{"list bad entry", 59, mock.Result(mock.RedisArray(mock.RedisString("w/a"), mock.RedisString("many"))), store.ErrBadReply.Error()},
-		{"list not an array", 59, mock.Result(mock.RedisInt64(3)), "shard 0"},
-		{"get wrongtype", 60 + 59, errReply("WRONGTYPE Operation against a key holding the wrong kind of value"), "WRONGTYPE"},
-		{"get not a number", 60 + 59, mock.Result(mock.RedisBlobString("x")), "shard 0"},
+		{"list wrongtype", 2*59 + 1, errReply("WRONGTYPE Operation against a key holding the wrong kind of value"), "WRONGTYPE"},
+		{"list bad entry", 2*59 + 1, mock.Result(mock.RedisArray(mock.RedisString("w/a"), mock.RedisString("many"))), store.ErrBadReply.Error()},
+		{"list not an array", 2*59 + 1, mock.Result(mock.RedisInt64(3)), "shard 0"},
+		{"get wrongtype", 2 * 59, errReply("WRONGTYPE Operation against a key holding the wrong kind of value"), "WRONGTYPE"},
+		{"get not a number", 2 * 59, mock.Result(mock.RedisBlobString("x")), "shard 0"},
 		{"network", 0, mock.ErrorResult(errors.New("broken pipe")), "broken pipe"},
+		{"mget noperm", -1, errReply("NOPERM User topk-worker has no permissions to run the 'mget' command"), "NOPERM"},
+		{"mget network", -1, mock.ErrorResult(errors.New("broken pipe")), "broken pipe"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st, c := newMockStore(t, bloomOpts)
-			matchers, replies, _ := refreshReplies(t, 1, buckets, nil)
-			replies[0][tc.at] = tc.reply
-			c.EXPECT().DoMulti(gomock.Any(), matchers[0]...).Return(replies[0])
+			reads, _ := refreshReplies(t, 1, buckets, nil)
+			if tc.at < 0 {
+				c.EXPECT().Do(gomock.Any(), reads[0].mget).Return(tc.reply)
+			} else {
+				reads[0].replies[tc.at] = tc.reply
+				reads[0].expect(c)
+			}
 			err := st.RefreshGlobal(context.Background(), now, 10)
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Fatalf("err = %v, want %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// bloomFake is an in-memory RedisBloom behind the mock client for the
+// refresh's reads: TOPK lists and event counters by key. It answers GET,
+// MGET, TOPK.LIST … WITHCOUNT and the EVALSHA of global_cache, and counts
+// the commands it is sent by name, so a test can measure what a refresh
+// costs Redis.
+type bloomFake struct {
+	t        *testing.T
+	mu       sync.Mutex
+	lists    map[string]map[string]int64 // TOPK key -> item -> count
+	counters map[string]int64            // n:<minute> -> events
+	sent     map[string]int              // command name -> times sent
+	cached   []cacheCall                 // the global_cache calls, in order
+}
+
+func newBloomFake(t *testing.T, c *mock.Client) *bloomFake {
+	f := &bloomFake{t: t, lists: map[string]map[string]int64{}, counters: map[string]int64{}, sent: map[string]int{}}
+	c.EXPECT().Do(gomock.Any(), gomock.Any()).DoAndReturn(func(_ context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.reply(cmd.Commands())
+	}).AnyTimes()
+	c.EXPECT().DoMulti(gomock.Any(), gomock.Any()).DoAndReturn(func(_ context.Context, cmds ...rueidis.Completed) []rueidis.RedisResult {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		res := make([]rueidis.RedisResult, len(cmds))
+		for i, cmd := range cmds {
+			res[i] = f.reply(cmd.Commands())
+		}
+		return res
+	}).AnyTimes()
+	return f
+}
+
+// add is a flush of shard sh's minute m: TOPK.INCRBY and INCRBY n:<m>.
+func (f *bloomFake) add(sh int, m int64, items map[string]int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	gk := keys.New("").GlobalShard(sh)
+	list := f.lists[gk.Bloom(m)]
+	if list == nil {
+		list = map[string]int64{}
+		f.lists[gk.Bloom(m)] = list
+	}
+	for item, n := range items {
+		list[item] += n
+		f.counters[gk.Events(m)] += n
+	}
+}
+
+// take returns the commands sent since the last take, by name.
+func (f *bloomFake) take() map[string]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	sent := f.sent
+	f.sent = map[string]int{}
+	return sent
+}
+
+func (f *bloomFake) counter(key string) rueidis.RedisMessage {
+	if n, ok := f.counters[key]; ok {
+		return mock.RedisBlobString(i64(n))
+	}
+	return mock.RedisNil()
+}
+
+func (f *bloomFake) reply(cmd []string) rueidis.RedisResult {
+	f.sent[cmd[0]]++
+	switch {
+	case cmd[0] == "GET" && len(cmd) == 2:
+		return mock.Result(f.counter(cmd[1]))
+	case cmd[0] == "MGET":
+		vals := make([]rueidis.RedisMessage, 0, len(cmd)-1)
+		for _, key := range cmd[1:] {
+			vals = append(vals, f.counter(key))
+		}
+		return mock.Result(mock.RedisArray(vals...))
+	case cmd[0] == "TOPK.LIST" && len(cmd) == 3 && cmd[2] == "WITHCOUNT":
+		list, ok := f.lists[cmd[1]]
+		if !ok {
+			return errReply("TopK: key does not exist")
+		}
+		var msgs []rueidis.RedisMessage
+		for _, item := range slices.Sorted(maps.Keys(list)) {
+			msgs = append(msgs, mock.RedisString(item), mock.RedisInt64(list[item]))
+		}
+		return mock.Result(mock.RedisArray(msgs...))
+	case cmd[0] == "EVALSHA" && len(cmd) > 1 && cmd[1] == lua.GlobalCache.SHA1:
+		f.cached = append(f.cached, decodeCacheCall(f.t, cmd))
+		return intResult(0)
+	}
+	f.t.Errorf("bloomFake: unexpected command %q", cmd)
+	return errReply("ERR unexpected command")
+}
+
+// TestBloomRefreshReadsOnlyChangedMinutes measures what a scheduler tick's
+// refresh of the RedisBloom global view costs Redis, on 4 shards whose 60
+// minutes all hold a summary: the first refresh of a refresher reads every
+// minute (one TOPK.LIST and one GET each, after one MGET of the minutes'
+// event counters per shard); a second refresh over the same, unchanged
+// minutes sends only the 4 MGETs; a write to one minute makes the next
+// refresh list only that minute, and its result has the new count; a tick
+// in the next minute lists only the minute that entered the window.
+func TestBloomRefreshReadsOnlyChangedMinutes(t *testing.T) {
+	ctx := context.Background()
+	const shards, k, perList = 4, 10, 50
+	g := bloomOpts
+	g.Shards, g.Capacity = shards, perList
+	st, c := newMockStore(t, g)
+	f := newBloomFake(t, c)
+	now := time.Unix(bloomMinute*60+5, 0)
+	buckets := window.Hour.Buckets(now)
+	for sh := range shards {
+		for i, m := range buckets {
+			items := map[string]int64{}
+			for j := range perList {
+				items[fmt.Sprintf("w%d/c%d", sh, j)] = int64(1 + (i+j)%7)
+			}
+			f.add(sh, m, items)
+		}
+	}
+	refresher := st.NewGlobalRefresher()
+	refresh := func(at time.Time) (map[string]int, cacheCall) {
+		t.Helper()
+		if err := refresher.Refresh(ctx, at, k); err != nil {
+			t.Fatal(err)
+		}
+		if len(f.cached) == 0 {
+			t.Fatal("no global_cache call")
+		}
+		return f.take(), f.cached[len(f.cached)-1]
+	}
+	total := func(sent map[string]int) (n int) {
+		for _, v := range sent {
+			n += v
+		}
+		return n
+	}
+
+	first, firstRes := refresh(now)
+	second, secondRes := refresh(now.Add(time.Second))
+	t.Logf("cold refresh: %d commands, %d TOPK.LIST (%v)", total(first), first["TOPK.LIST"], first)
+	t.Logf("refresh over 60 unchanged minutes: %d commands, %d TOPK.LIST (%v)", total(second), second["TOPK.LIST"], second)
+	if first["TOPK.LIST"] != shards*60 {
+		t.Errorf("cold refresh: %d TOPK.LIST, want %d (every minute of every shard)", first["TOPK.LIST"], shards*60)
+	}
+	if second["TOPK.LIST"] != 0 || second["GET"] != 0 || second["MGET"] != shards || total(second) != shards+1 {
+		t.Errorf("refresh over unchanged minutes sent %v, want one MGET per shard (%d) and the cache call", second, shards)
+	}
+	if !slices.Equal(firstRes.items, secondRes.items) || firstRes.meta["events"] != secondRes.meta["events"] {
+		t.Errorf("cached refresh differs from the cold one:\n%v %s\n%v %s", firstRes.items, firstRes.meta["events"], secondRes.items, secondRes.meta["events"])
+	}
+
+	// A late write to the window's oldest minute on shard 2 makes its item
+	// the heaviest of the window.
+	f.add(2, buckets[0], map[string]int64{"w2/late": 1000})
+	third, thirdRes := refresh(now.Add(2 * time.Second))
+	if third["TOPK.LIST"] != 1 || third["GET"] != 1 || third["MGET"] != shards {
+		t.Errorf("refresh after one write sent %v, want 4 MGET, 1 GET and 1 TOPK.LIST", third)
+	}
+	if len(thirdRes.items) == 0 || thirdRes.items[0] != [3]string{"w2/late", "1000", "-1"} {
+		t.Errorf("after the write the ranking starts %v, want w2/late with 1000", thirdRes.items[:1])
+	}
+	// A tick in the next minute: the oldest minute left the window, the new
+	// one (no summary yet) is read once per shard.
+	fourth, _ := refresh(now.Add(time.Minute))
+	if fourth["TOPK.LIST"] != shards || fourth["GET"] != shards {
+		t.Errorf("refresh in the next minute sent %v, want one TOPK.LIST and one GET per shard (the new minute)", fourth)
 	}
 }
