@@ -1,13 +1,14 @@
 # topk: the two commands a new user needs are `make run` and `make test`.
-# Both install what is missing first (scripts/install-deps.sh: redis-server and
-# postgresql through apt); neither needs Docker, Kafka, or a running Redis or
-# PostgreSQL.
+# Both install what is missing first (scripts/install-deps.sh: redis-server 7
+# and postgresql through apt; for make test also gcc and libc6-dev for -race
+# and a Chromium for the page test); neither needs Docker, Kafka, or a running
+# Redis or PostgreSQL.
 
 GO      ?= go
 BIN     := bin/topk
 ARGS    ?=
 
-.PHONY: run test bench build deps vet fmt-check clean
+.PHONY: run test bench build deps test-deps vet fmt-check clean
 
 ## run: build topk, start a local Redis and an in-process Kafka broker,
 ##      generate traffic and show the live rankings (Ctrl-C stops everything).
@@ -17,7 +18,7 @@ run: deps build
 
 ## test: vet and the whole test suite (with the race detector); the tests
 ##       start the redis-server and Kafka broker they need themselves.
-test: deps vet
+test: test-deps vet
 	$(GO) test -race -count=1 ./...
 
 ## bench: the end-to-end pipeline benchmark (workload A at 200,000 events/s
@@ -30,8 +31,14 @@ bench: deps build
 build:
 	$(GO) build -o $(BIN) ./cmd/topk
 
+## deps: what make run needs (redis-server 7, redis-cli, postgresql).
 deps:
-	@scripts/install-deps.sh
+	@scripts/install-deps.sh run
+
+## test-deps: that, and what make test needs: a C compiler with libc headers
+##            (go test -race uses cgo) and a Chromium (pkg/api's page test).
+test-deps:
+	@scripts/install-deps.sh test
 
 vet:
 	$(GO) vet ./...
