@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"reflect"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -126,6 +127,7 @@ func runClusterPipeline(t *testing.T, redis string, s clusterStream) []snapshot 
 	}
 
 	var counted []*atomic.Int64
+	var stops []func()
 	for range 2 {
 		w, err := ingest.New(ingest.Config{
 			Kafka: kafka.Config{Brokers: kc.ListenAddrs()}, Topic: topic, Group: "topk-ingest",
@@ -138,12 +140,14 @@ func runClusterPipeline(t *testing.T, redis string, s clusterStream) []snapshot 
 		wctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() { done <- w.Run(wctx) }()
-		t.Cleanup(func() {
+		stop := sync.OnceFunc(func() {
 			cancel()
 			if err := <-done; err != nil {
 				t.Errorf("ingest worker: %v", err)
 			}
 		})
+		t.Cleanup(stop)
+		stops = append(stops, stop)
 		counted = append(counted, &w.Stats().Counted)
 	}
 	waitFor(t, "all events counted", func() (bool, string) {
@@ -153,6 +157,12 @@ func runClusterPipeline(t *testing.T, redis string, s clusterStream) []snapshot 
 		}
 		return n == int64(len(s.records)), fmt.Sprintf("%d of %d counted", n, len(s.records))
 	})
+	// Stopping writes what the workers hold for the global view (see
+	// ingest.ChannelOptions.GlobalAge), so the global rankings below are of
+	// every event.
+	for _, stop := range stops {
+		stop()
+	}
 
 	sched, err := scheduler.New(scheduler.Params{Store: st, K: clusterK, Clock: clock})
 	if err != nil {
