@@ -15,7 +15,8 @@
 //
 // Errors are JSON {"error": "..."}: 400 for bad parameters, 404 when no
 // cached ranking exists, 503 when Redis cannot be reached; never a stack
-// trace.
+// trace. Behind Auth, a path no route has is a JSON 404 too, and a method
+// its path does not serve a JSON 405 with Allow.
 //
 // # Authentication
 //

@@ -283,7 +283,7 @@ type guard struct {
 }
 
 // pattern is the pattern of the innermost mux that would serve r ("" when
-// none does: the mux answers 404 or 405 itself).
+// none does: no route has this path, or not with this method).
 func (g *guard) pattern(r *http.Request) string {
 	var h http.Handler = g.mux
 	pattern := ""
@@ -304,7 +304,7 @@ const realm = `Bearer realm="topk"`
 func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	pattern := g.pattern(r)
 	if pattern == "" {
-		g.mux.ServeHTTP(w, r) // 404 or 405: no handler of ours runs
+		unrouted(w, r, g.pattern) // 404 or 405: no handler of ours runs
 		return
 	}
 	route, known := g.routes[pattern]
@@ -349,6 +349,33 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g.mux.ServeHTTP(w, r)
+}
+
+// methods are the methods a request can name that the API may serve: a
+// 405's Allow lists those of them the path answers.
+var methods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions}
+
+// unrouted answers a request no route serves, in JSON like every other
+// error: 405 with Allow when the path is served with other methods, else
+// 404. (The muxes' own answers are plain text, and with the rankings' mux
+// mounted at "/" a wrong method on another route would be a 404 from it.)
+// pattern resolves a request as the guard does, so a method is allowed
+// exactly when a request with it would reach a handler.
+func unrouted(w http.ResponseWriter, r *http.Request, pattern func(*http.Request) string) {
+	var allow []string
+	for _, m := range methods {
+		probe := r.WithContext(r.Context())
+		probe.Method = m
+		if m != r.Method && pattern(probe) != "" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) == 0 {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no route %.200q: see the README, \"HTTP API\", for the routes", r.URL.Path))
+		return
+	}
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s is not allowed on %.200q (allowed: %s)", r.Method, r.URL.Path, strings.Join(allow, ", ")))
 }
 
 // refuse answers status with msg and logs the refusal: route, reason and

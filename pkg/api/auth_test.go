@@ -193,8 +193,8 @@ func do(t *testing.T, srv *httptest.Server, lastPattern func() string, rr routeR
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
 	a := answer{code: resp.StatusCode, challenge: resp.Header.Get("WWW-Authenticate"), pattern: lastPattern()}
-	// The mux's own 404 and 405 are plain text, as before the guard.
-	if resp.StatusCode >= 400 && resp.StatusCode != http.StatusNotFound && resp.StatusCode != http.StatusMethodNotAllowed {
+	// Every error is JSON, the guard's 404 and 405 included.
+	if resp.StatusCode >= 400 && rr.method != "HEAD" {
 		var e map[string]string
 		if err := json.Unmarshal(data, &e); err != nil || e["error"] == "" {
 			t.Errorf("%s %s: %d with a body that is not {\"error\": ...}: %.200s", rr.method, rr.path, resp.StatusCode, data)
@@ -318,11 +318,11 @@ func TestAuthEveryRoute(t *testing.T) {
 			t.Errorf("admin token on %s: %d, want 403", pattern, a.code)
 		}
 	}
-	// Unknown paths and methods are the mux's 404 and 405, whatever the
+	// Unknown paths and methods are 404 and 405 (TestRouting), whatever the
 	// credentials: no handler runs.
-	for _, rr := range []routeRequest{{"GET", "/v1/nothing", ""}, {"PUT", "/v1/activity", ""}} {
-		if a := do(t, srv, lastPattern, rr, "", ""); a.code != http.StatusNotFound && a.code != http.StatusMethodNotAllowed {
-			t.Errorf("%s %s: %d, want 404 or 405", rr.method, rr.path, a.code)
+	for rr, want := range map[routeRequest]int{{"GET", "/v1/nothing", ""}: 404, {"PUT", "/v1/activity", ""}: 405} {
+		if a := do(t, srv, lastPattern, rr, "", ""); a.code != want || a.challenge != "" {
+			t.Errorf("%s %s: %d %q, want %d without a challenge", rr.method, rr.path, a.code, a.challenge, want)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"embed"
+	"fmt"
 	"io/fs"
 	"net/http"
 )
@@ -32,8 +33,18 @@ func RegisterUI(mux *http.ServeMux) {
 	if err != nil {
 		panic(err) // the embedded directory exists
 	}
-	files := http.StripPrefix("/ui/", http.FileServerFS(sub))
-	mux.Handle("GET /ui/", uiHeaders(files))
+	files := http.FileServerFS(sub)
+	mux.Handle("GET /ui/", uiHeaders(http.StripPrefix("/ui/", http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		// A file the page does not have is the API's JSON 404, not the
+		// file server's plain text.
+		if name := req.URL.Path; name != "" {
+			if _, err := fs.Stat(sub, name); err != nil {
+				writeError(w, http.StatusNotFound, fmt.Sprintf("no file %.200q under /ui/ (the page's files are app.js and style.css)", name))
+				return
+			}
+		}
+		files.ServeHTTP(w, req)
+	}))))
 	mux.Handle("GET /{$}", uiHeaders(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		http.ServeFileFS(w, req, sub, "index.html")
 	})))
