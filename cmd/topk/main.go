@@ -4,13 +4,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
-
-	ucli "github.com/urfave/cli/v2"
 
 	"github.com/topk-dev/topk/pkg/cli"
 )
@@ -23,9 +20,5 @@ func main() {
 		return
 	}
 	fmt.Fprintln(os.Stderr, "topk:", err)
-	var coder ucli.ExitCoder
-	if errors.As(err, &coder) {
-		os.Exit(coder.ExitCode())
-	}
-	os.Exit(1)
+	os.Exit(cli.ExitStatus(err))
 }

@@ -99,11 +99,11 @@ func openRaw(c *cli.Context) (*rawstore.Postgres, error) {
 	defer cancel()
 	raw, err := rawstore.Open(ctx, dsn, rawstore.Options{})
 	if err != nil {
-		return nil, cli.Exit(fmt.Sprintf("cannot open the raw event store: %v", err), 1)
+		return nil, cli.Exit(fmt.Sprintf("cannot open the raw event store: %v", err), exitFailure)
 	}
 	if err := raw.Migrate(ctx); err != nil {
 		raw.Close()
-		return nil, cli.Exit(fmt.Sprintf("cannot create the raw event store's schema: %v", err), 1)
+		return nil, cli.Exit(fmt.Sprintf("cannot create the raw event store's schema: %v", err), exitFailure)
 	}
 	return raw, nil
 }
@@ -279,7 +279,7 @@ func countError(err error) error {
 	if errors.Is(err, usercount.ErrBadRange) || errors.Is(err, usercount.ErrUnknownWindow) || events.ReasonOf(err) == activity.ReasonInvalidType {
 		return cli.Exit(err.Error(), exitUsage)
 	}
-	return cli.Exit(fmt.Sprintf("cannot read the counters from Redis: %v", err), 1)
+	return cli.Exit(fmt.Sprintf("cannot read the counters from Redis: %v", err), exitFailure)
 }
 
 func activityCheckCommand(env *Env) *cli.Command {
@@ -317,9 +317,6 @@ func activityCheckCommand(env *Env) *cli.Command {
 	})
 }
 
-// exitDenied is `topk activity check`'s exit status for a user over the limit.
-const exitDenied = 3
-
 func activityListCommand(env *Env) *cli.Command {
 	flags := []cli.Flag{postgresFlag("required"),
 		&cli.StringFlag{Name: "user", Required: true, Usage: "user id"},
@@ -352,7 +349,7 @@ func activityListCommand(env *Env) *cli.Command {
 				return cli.Exit(err.Error(), exitUsage)
 			}
 			if err != nil {
-				return cli.Exit(fmt.Sprintf("cannot read the raw event store: %v", err), 1)
+				return cli.Exit(fmt.Sprintf("cannot read the raw event store: %v", err), exitFailure)
 			}
 			if c.Bool("json") {
 				return writeJSON(env, map[string]any{"events": evs, "next_cursor": next})
@@ -410,7 +407,7 @@ func activityDeleteCommand(env *Env) *cli.Command {
 				}
 				return fmt.Sprintf("%s: %d deleted", what, deleted)
 			}
-			return cli.Exit(fmt.Sprintf("%s; %s. Run the delete again to finish it", report("counter keys", int64(k), cerr), report("raw events", n, rerr)), 1)
+			return cli.Exit(fmt.Sprintf("%s; %s. Run the delete again to finish it", report("counter keys", int64(k), cerr), report("raw events", n, rerr)), exitFailure)
 		}),
 	})
 }

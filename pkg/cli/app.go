@@ -1,13 +1,14 @@
 // Package cli is the topk command line: one constructor per subcommand, all
 // writing to the injected Env so tests can run commands in-process.
 //
-// Exit status: 0 success, 1 failure (e.g. Redis unreachable), 2 bad usage,
-// 3 no such result (e.g. a workspace without a cached ranking), 4 refused by
-// Redis: its login (WRONGPASS, NOAUTH) or a permission of the ACL user
-// (NOPERM; see security.go and config/redis-acl.conf).
+// Exit statuses are the table below (README "The CLI" repeats it); App
+// turns every usage error urfave/cli finds (an unknown command or flag, a
+// bad flag value, a missing required flag) into exitUsage with a one-line
+// message instead of the whole help, and ExitStatus is what main exits with.
 package cli
 
 import (
+	"errors"
 	"io"
 	"net/http"
 
@@ -16,11 +17,38 @@ import (
 	"github.com/topk-dev/topk/pkg/internal/httpserver"
 )
 
-// Exit statuses beyond 0 and 1.
+// Exit statuses: the one table of them (README "The CLI").
 const (
-	exitUsage    = 2
+	// exitFailure: the command could not do its job, e.g. Redis or
+	// PostgreSQL unreachable (the message names the address), a write
+	// refused, a check failed.
+	exitFailure = 1
+	// exitUsage: bad usage: an unknown command or flag, a flag value that
+	// does not parse or is out of range, a missing required flag, flags that
+	// do not go together.
+	exitUsage = 2
+	// exitNotFound: no such result, e.g. a ranking not computed yet.
 	exitNotFound = 3
+	// exitDenied: `topk activity check` found the user over the limit.
+	exitDenied = 3
+	// exitRefused: Redis refused the login (WRONGPASS, NOAUTH) or a
+	// permission of the command's ACL user (NOPERM; security.go,
+	// config/redis-acl.conf).
+	exitRefused = 4
 )
+
+// ExitStatus is the exit status of a command that returned err: 0 for nil,
+// the status an error carries (cli.Exit), else exitFailure.
+func ExitStatus(err error) int {
+	if err == nil {
+		return 0
+	}
+	var coder cli.ExitCoder
+	if errors.As(err, &coder) {
+		return coder.ExitCode()
+	}
+	return exitFailure
+}
 
 // Env is where commands write.
 type Env struct {
@@ -49,7 +77,7 @@ func newHTTPServer(c *cli.Context, h http.Handler) *http.Server {
 
 // App builds the topk application.
 func App(env Env) *cli.App {
-	return &cli.App{
+	app := &cli.App{
 		Name:  "topk",
 		Usage: "real-time top-K rankings of activity, from Kafka into Redis",
 		Description: "Ingest workers count activity events from Kafka into per-minute Redis buckets;\n" +
@@ -73,4 +101,6 @@ func App(env Env) *cli.App {
 		ExitErrHandler: func(*cli.Context, error) {}, // main decides how to exit
 		Metadata:       map[string]any{httpTimeoutsKey: env.HTTP},
 	}
+	enforceUsage(app)
+	return app
 }

@@ -88,7 +88,7 @@ func benchRedis(c *cli.Context, env *Env, wait time.Duration) (client rueidis.Cl
 	if addr == "" {
 		r, err := devenv.StartRedis(c.Context, devenv.RedisOptions{})
 		if err != nil {
-			return nil, machine, nil, cli.Exit(err.Error(), 1)
+			return nil, machine, nil, cli.Exit(err.Error(), exitFailure)
 		}
 		stop = func() { _ = r.Stop() }
 		fmt.Fprintf(env.Err, "bench: started redis-server at %s (pid %d)\n", r.Addr(), r.PID())
@@ -104,12 +104,12 @@ func benchRedis(c *cli.Context, env *Env, wait time.Duration) (client rueidis.Cl
 	}
 	if client, err = rueidis.NewClient(opt); err != nil {
 		stop()
-		return nil, machine, nil, cli.Exit(fmt.Sprintf("cannot reach Redis at %s: %s", addr, redisError(c, err)), 1)
+		return nil, machine, nil, cli.Exit(fmt.Sprintf("cannot reach Redis at %s: %s", addr, redisError(c, err)), exitFailure)
 	}
 	done = func() { client.Close(); stop() }
 	if machine.RedisVersion, err = bench.RedisVersion(c.Context, client); err != nil {
 		done()
-		return nil, machine, nil, cli.Exit(err.Error(), 1)
+		return nil, machine, nil, cli.Exit(err.Error(), exitFailure)
 	}
 	return client, machine, done, nil
 }
@@ -183,7 +183,7 @@ func benchAccuracy(c *cli.Context, env *Env) error {
 			fmt.Fprintf(env.Err, "bench: zipf %.2f m=%d: %d events over %d channels in %d workspaces\n", s, m, cfg.Events, cfg.Items, cfg.Workspaces)
 			rep, err := bench.RunAccuracy(ctx, client, cfg)
 			if err != nil {
-				return cli.Exit(err.Error(), 1)
+				return cli.Exit(err.Error(), exitFailure)
 			}
 			fmt.Fprintf(env.Err, "bench: zipf %.2f m=%d: done in %.0f s (recall %.3f, max relative error %.2f%%)\n",
 				s, m, rep.WallSeconds, rep.Redis.Recall, 100*rep.Redis.MaxRelErr)

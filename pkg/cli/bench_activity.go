@@ -80,7 +80,7 @@ func benchActivity(c *cli.Context, env *Env) error {
 	fmt.Fprintf(env.Err, "bench: %s\n", command)
 	rep, err := bench.RunActivityReport(c.Context, cfg, c.Int("runs"), log)
 	if err != nil {
-		return cli.Exit(err.Error(), 1)
+		return cli.Exit(err.Error(), exitFailure)
 	}
 	return benchRun{title: "topk bench activity", command: command, report: rep,
 		redisVersion: rep.RedisVersion, redis: rep.Redis, brokers: rep.Brokers}.print(c, env)

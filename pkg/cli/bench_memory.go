@@ -130,7 +130,7 @@ func benchMemory(c *cli.Context, env *Env) error {
 		defer done()
 		rep, err := bench.RunMemory(ctx, client, cfg)
 		if err != nil {
-			return cli.Exit(err.Error(), 1)
+			return cli.Exit(err.Error(), exitFailure)
 		}
 		out = memoryJSON{machine, rep}
 	}
@@ -141,7 +141,7 @@ func benchMemory(c *cli.Context, env *Env) error {
 			err = os.WriteFile(path, append(data, '\n'), 0o644)
 		}
 		if err != nil {
-			return cli.Exit(fmt.Sprintf("--save-json: %v", err), 1)
+			return cli.Exit(fmt.Sprintf("--save-json: %v", err), exitFailure)
 		}
 	}
 	if c.Bool("json") {

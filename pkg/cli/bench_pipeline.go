@@ -120,7 +120,7 @@ func benchPipeline(c *cli.Context, env *Env) error {
 	fmt.Fprintf(env.Err, "bench: %s\n", command)
 	rep, err := bench.RunPipelineReport(c.Context, cfg, c.Int("runs"), search, log)
 	if err != nil {
-		return cli.Exit(err.Error(), 1)
+		return cli.Exit(err.Error(), exitFailure)
 	}
 	return benchRun{title: "topk bench pipeline", command: command, report: rep,
 		redisVersion: rep.RedisVersion, redis: rep.Redis, brokers: rep.Brokers}.print(c, env)

@@ -106,7 +106,7 @@ func benchWindows(c *cli.Context, env *Env) error {
 	command := benchWindowsCommandLine(c)
 	rep, err := bench.RunWindows(c.Context, client, cfg)
 	if err != nil {
-		return cli.Exit(err.Error(), 1)
+		return cli.Exit(err.Error(), exitFailure)
 	}
 	if c.Bool("json") {
 		if err := writeJSON(env, struct {
@@ -123,7 +123,7 @@ func benchWindows(c *cli.Context, env *Env) error {
 		rep.WriteMarkdown(env.Out)
 	}
 	if rep.ViolationCount > 0 {
-		return cli.Exit(fmt.Sprintf("bench windows: %d violations of the documented bounds", rep.ViolationCount), 1)
+		return cli.Exit(fmt.Sprintf("bench windows: %d violations of the documented bounds", rep.ViolationCount), exitFailure)
 	}
 	return nil
 }

@@ -86,7 +86,7 @@ func doctorCommand(env *Env) *cli.Command {
 						n++
 					}
 				}
-				return cli.Exit(fmt.Sprintf("doctor: %d check(s) failed", n), 1)
+				return cli.Exit(fmt.Sprintf("doctor: %d check(s) failed", n), exitFailure)
 			}
 			return nil
 		},

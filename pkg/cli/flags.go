@@ -3,12 +3,14 @@ package cli
 import (
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
 	"github.com/urfave/cli/v2"
 	"github.com/urfave/cli/v2/altsrc"
+	"gopkg.in/yaml.v3"
 
 	"github.com/topk-dev/topk/pkg/ingest"
 	"github.com/topk-dev/topk/pkg/kafka"
@@ -167,7 +169,13 @@ func logFlags(def string) []cli.Flag {
 // command runs, so that its keys fill every flag not given otherwise.
 func withConfig(cmd *cli.Command) *cli.Command {
 	cmd.Flags = withSecurityFlags(append([]cli.Flag{configFlag()}, cmd.Flags...))
-	cmd.Before = altsrc.InitInputSourceWithContext(cmd.Flags, altsrc.NewYamlSourceFromFlagFunc("config"))
+	load := altsrc.InitInputSourceWithContext(cmd.Flags, altsrc.NewYamlSourceFromFlagFunc("config"))
+	cmd.Before = func(c *cli.Context) error {
+		if err := load(c); err != nil {
+			return cli.Exit(configProblem(c.String("config"), err), exitUsage)
+		}
+		return nil
+	}
 	for _, f := range cmd.Flags {
 		if f.Names()[0] == "redis" {
 			cmd.Action = refusalAction(cmd.Action) // exit status 4 when Redis refuses it
@@ -175,6 +183,20 @@ func withConfig(cmd *cli.Command) *cli.Command {
 		}
 	}
 	return cmd
+}
+
+// configProblem says why the --config file could not be loaded (altsrc's
+// error nests three "inner error"s).
+func configProblem(path string, err error) string {
+	b, rerr := os.ReadFile(path)
+	if rerr != nil {
+		return fmt.Sprintf("cannot read the --config file: %v", rerr)
+	}
+	var m map[string]any
+	if yerr := yaml.Unmarshal(b, &m); yerr != nil {
+		return fmt.Sprintf("the --config file %s is not a YAML map of settings: %v", path, yerr)
+	}
+	return fmt.Sprintf("the --config file %s: %v", path, err)
 }
 
 func splitList(s string) []string {
@@ -190,7 +212,7 @@ func splitList(s string) []string {
 func newLogger(c *cli.Context, env *Env) (*slog.Logger, error) {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
-		return nil, cli.Exit(fmt.Sprintf("bad --log-level %q: want debug, info, warn or error", c.String("log-level")), 2)
+		return nil, cli.Exit(fmt.Sprintf("bad --log-level %q: want debug, info, warn or error", c.String("log-level")), exitUsage)
 	}
 	opts := &slog.HandlerOptions{Level: level}
 	switch format := c.String("log-format"); format {
@@ -199,7 +221,7 @@ func newLogger(c *cli.Context, env *Env) (*slog.Logger, error) {
 	case "json":
 		return slog.New(slog.NewJSONHandler(env.Err, opts)), nil
 	default:
-		return nil, cli.Exit(fmt.Sprintf("bad --log-format %q: want text or json", format), 2)
+		return nil, cli.Exit(fmt.Sprintf("bad --log-format %q: want text or json", format), exitUsage)
 	}
 }
 
@@ -208,7 +230,7 @@ func newLogger(c *cli.Context, env *Env) (*slog.Logger, error) {
 func connectRedis(cc *cli.Context, addrs string) (rueidis.Client, error) {
 	list := splitList(addrs)
 	if len(list) == 0 {
-		return nil, cli.Exit("no Redis address (--redis or TOPK_REDIS)", 2)
+		return nil, cli.Exit("no Redis address (--redis or TOPK_REDIS)", exitUsage)
 	}
 	opt, err := redisOption(cc, list)
 	if err != nil {
@@ -289,7 +311,7 @@ func globalOptions(c *cli.Context, client rueidis.Client) (store.GlobalOptions, 
 	case "", "auto":
 		b, err := store.DetectGlobalBackend(c.Context, client)
 		if err != nil {
-			return o, cli.Exit(err.Error(), 1)
+			return o, cli.Exit(err.Error(), exitFailure)
 		}
 		o.Backend = b
 	case store.BackendLua, store.BackendRedisBloom:

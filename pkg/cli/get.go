@@ -55,7 +55,7 @@ func getCommand(env *Env) *cli.Command {
 				return cli.Exit(fmt.Sprintf("the %s ranking of workspace %q is not computed yet: no scheduler pass has seen activity of it (is topk schedule running?)", win, ws), exitNotFound)
 			}
 			if err != nil {
-				return cli.Exit(err.Error(), 1)
+				return cli.Exit(err.Error(), exitFailure)
 			}
 			age := time.Since(res.FreshAt())
 			if c.Bool("json") {
@@ -142,7 +142,7 @@ func getGlobal(c *cli.Context, env *Env, st *store.Store, win string) error {
 		return cli.Exit(fmt.Sprintf("the global %s ranking is not computed yet (is topk schedule running?)", win), exitNotFound)
 	}
 	if err != nil {
-		return cli.Exit(err.Error(), 1)
+		return cli.Exit(err.Error(), exitFailure)
 	}
 	age := time.Since(res.ComputedAt)
 	if c.Bool("json") {

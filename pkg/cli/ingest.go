@@ -126,7 +126,7 @@ func runWorkers(ctx context.Context, workers []*ingest.Worker, log *slog.Logger)
 	}()
 	wg.Wait()
 	if firstErr != nil {
-		return cli.Exit(firstErr.Error(), 1)
+		return cli.Exit(firstErr.Error(), exitFailure)
 	}
 	return nil
 }

@@ -91,14 +91,14 @@ func produceCommandRun(c *cli.Context, bar *progress.Bar, label, topic string, g
 	}
 	defer cl.Close()
 	if err := kafka.EnsureTopics(c.Context, cl, int32(c.Int("partitions")), topic); err != nil {
-		return cli.Exit(err.Error(), 1)
+		return cli.Exit(err.Error(), exitFailure)
 	}
 	stats, err := produce(c.Context, bar, label, cl, topic, gen, loadgen.ProduceOptions{
 		Rate: rate, Duration: c.Duration("duration"), Count: c.Int64("count"),
 	})
 	report(stats)
 	if err != nil {
-		return cli.Exit(err.Error(), 1)
+		return cli.Exit(err.Error(), exitFailure)
 	}
 	return nil
 }

@@ -60,7 +60,7 @@ func rebuild(c *cli.Context, env *Env, bar *progress.Bar, st *store.Store, log *
 	})
 	meter.Finish()
 	if err != nil {
-		return cli.Exit(err.Error(), 1)
+		return cli.Exit(err.Error(), exitFailure)
 	}
 	s, err := scheduler.New(scheduler.Params{Store: st, K: c.Int("k"), Logger: log})
 	if err != nil {
@@ -68,7 +68,7 @@ func rebuild(c *cli.Context, env *Env, bar *progress.Bar, st *store.Store, log *
 	}
 	tick, err := s.Tick(c.Context) // a first tick refreshes every workspace
 	if err != nil {
-		return cli.Exit(err.Error(), 1)
+		return cli.Exit(err.Error(), exitFailure)
 	}
 	fmt.Fprintf(env.Out, "rebuilt in %s: %d records read, %d events counted, %d already counted, %d rejected (%v); %d cached rankings refreshed\n",
 		time.Since(began).Round(100*time.Millisecond), stats.Consumed.Load(), stats.Counted.Load(),

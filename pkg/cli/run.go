@@ -78,7 +78,7 @@ func runAll(c *cli.Context, env *Env) error {
 	if c.String("redis") == "" {
 		r, err := devenv.StartRedis(ctx, devenv.RedisOptions{})
 		if err != nil {
-			return cli.Exit(err.Error(), 1)
+			return cli.Exit(err.Error(), exitFailure)
 		}
 		defer r.Stop()
 		fmt.Fprintf(env.Out, "started redis-server at %s (pid %d)\n", r.Addr(), r.PID())
@@ -88,7 +88,7 @@ func runAll(c *cli.Context, env *Env) error {
 	if activityOn && c.String("postgres") == "" {
 		pg, err := devenv.StartPostgres(ctx, devenv.PostgresOptions{})
 		if err != nil {
-			return cli.Exit(fmt.Sprintf("%v (install it with scripts/install-deps.sh, or run with --activity-rate 0)", err), 1)
+			return cli.Exit(fmt.Sprintf("%v (install it with scripts/install-deps.sh, or run with --activity-rate 0)", err), exitFailure)
 		}
 		defer pg.Stop()
 		fmt.Fprintf(env.Out, "started PostgreSQL at %s (pid %d)\n", pg.Addr(), pg.PID())
@@ -97,7 +97,7 @@ func runAll(c *cli.Context, env *Env) error {
 	if c.String("brokers") == "" {
 		k, err := devenv.StartKafka(map[string]int32{c.String("topic"): int32(c.Int("partitions"))})
 		if err != nil {
-			return cli.Exit(err.Error(), 1)
+			return cli.Exit(err.Error(), exitFailure)
 		}
 		defer k.Close()
 		fmt.Fprintf(env.Out, "started in-process Kafka broker (kfake) at %s\n", strings.Join(k.ListenAddrs(), ","))
@@ -126,11 +126,11 @@ func runAll(c *cli.Context, env *Env) error {
 	}
 	producer, err := kafka.NewClient(kafkaConfig(c), kgo.ProducerLinger(5*time.Millisecond))
 	if err != nil {
-		return cli.Exit(err.Error(), 1)
+		return cli.Exit(err.Error(), exitFailure)
 	}
 	defer producer.Close()
 	if err := kafka.EnsureTopics(ctx, producer, int32(c.Int("partitions")), c.String("topic")); err != nil {
-		return cli.Exit(err.Error(), 1)
+		return cli.Exit(err.Error(), exitFailure)
 	}
 	workers, err := newWorkers(c, flagConsumers(c, c.String("topic")), log, channelSink(c, st))
 	if err != nil {
@@ -201,7 +201,7 @@ loop:
 	stop()
 	wg.Wait()
 	if runErr != nil {
-		return cli.Exit(runErr.Error(), 1)
+		return cli.Exit(runErr.Error(), exitFailure)
 	}
 	fmt.Fprintf(env.Out, "stopped after %s: %d events produced\n", time.Since(d.started).Round(time.Second), progress.Acked.Load())
 	return nil

@@ -51,7 +51,7 @@ func startActivity(c *cli.Context, st *store.Store, producer *kgo.Client, log *s
 	a := &runActivity{users: users, producer: producer, gen: gen, topic: c.String("activity-topic"),
 		rate: c.Float64("activity-rate"), keep: c.Duration("raw-retention"), log: log}
 	if err := kafka.EnsureTopics(c.Context, producer, int32(c.Int("partitions")), a.topic); err != nil {
-		return nil, cli.Exit(err.Error(), 1)
+		return nil, cli.Exit(err.Error(), exitFailure)
 	}
 	if a.raw, err = openRaw(c); err != nil {
 		return nil, err
@@ -138,7 +138,7 @@ func serveInRun(ctx context.Context, c *cli.Context, st *store.Store, addr strin
 			}
 		}
 		if err != nil {
-			return "", cli.Exit("making the run's API tokens: "+err.Error(), 1)
+			return "", cli.Exit("making the run's API tokens: "+err.Error(), exitFailure)
 		}
 	}
 	handler, closeAPI, err := serveHandler(c, st, log, tokens)
@@ -148,7 +148,7 @@ func serveInRun(ctx context.Context, c *cli.Context, st *store.Store, addr strin
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		closeAPI()
-		return "", cli.Exit(err.Error(), 1)
+		return "", cli.Exit(err.Error(), exitFailure)
 	}
 	srv := newHTTPServer(c, handler)
 	base := "http://" + ln.Addr().String()

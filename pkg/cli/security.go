@@ -128,10 +128,6 @@ func aclMessage(user string, err error) string {
 		redisUser(user), security.RedisDenied(err), err)
 }
 
-// exitRefused is the exit status of a command Redis refused: its login
-// (WRONGPASS, NOAUTH) or a permission of its ACL user (NOPERM).
-const exitRefused = 4
-
 // redisExit is the exit of a command whose Redis call failed with err,
 // message first: exitRefused, saying so and naming the user, when Redis
 // refused the login or a permission; else status 1.
@@ -139,7 +135,7 @@ func redisExit(c *cli.Context, message string, err error) error {
 	if security.ClassifyRedis(err) != security.NotRefused {
 		return cli.Exit(message+redisError(c, err), exitRefused)
 	}
-	return cli.Exit(message+err.Error(), 1)
+	return cli.Exit(message+err.Error(), exitFailure)
 }
 
 // refusalAction wraps the action of a command that talks to Redis so that,

@@ -48,7 +48,7 @@ func serveCommand(env *Env) *cli.Command {
 		Action: serviceAction(env, func(c *cli.Context, st *store.Store, log *slog.Logger) error {
 			ln, err := net.Listen("tcp", c.String("listen"))
 			if err != nil {
-				return cli.Exit(err.Error(), 1)
+				return cli.Exit(err.Error(), exitFailure)
 			}
 			tokens, err := apiTokens(c)
 			if err != nil {
@@ -74,7 +74,7 @@ func serveCommand(env *Env) *cli.Command {
 				return nil
 			}
 			stop()
-			return cli.Exit(err.Error(), 1)
+			return cli.Exit(err.Error(), exitFailure)
 		}),
 	})
 }

@@ -76,7 +76,7 @@ func serveDeletes(c *cli.Context, st *store.Store, users *usercount.Store, act *
 			case security.RefusedACL:
 				return nil, cli.Exit(msg+aclMessage(user, err), exitRefused)
 			}
-			return nil, cli.Exit(msg+err.Error(), 1)
+			return nil, cli.Exit(msg+err.Error(), exitFailure)
 		}
 		closer = client.Close
 		act.Counts = countsDeletingApart{Store: users, deleter: usercount.New(client, st.Keys(), users.Options())}
@@ -90,7 +90,7 @@ func serveDeletes(c *cli.Context, st *store.Store, users *usercount.Store, act *
 		closer()
 		what := "DELETE /v1/users/{id}/activity cannot run"
 		if security.ClassifyRedis(err) == security.NotRefused {
-			return nil, cli.Exit(fmt.Sprintf("%s: %v", what, err), 1)
+			return nil, cli.Exit(fmt.Sprintf("%s: %v", what, err), exitFailure)
 		}
 		hint := ""
 		if !c.IsSet("redis-delete-user") {
