@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"mime"
 	"net/http"
 	"strconv"
@@ -247,8 +246,10 @@ func (a *Activity) count(w http.ResponseWriter, req *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(req.Context(), ReadTimeout)
 	defer cancel()
-	out := CountResponse{UserID: user, Type: typ}
-	var err error
+	var (
+		out CountResponse
+		err error
+	)
 	if q.Has("from") || q.Has("to") {
 		if q.Has("window") {
 			writeError(w, http.StatusBadRequest, "give either window or from and to, not both")
@@ -262,30 +263,16 @@ func (a *Activity) count(w http.ResponseWriter, req *http.Request) {
 			writeError(w, http.StatusBadRequest, "from and to must be whole minutes (counts are kept per minute)")
 			return
 		}
-		out.From, out.To = from, to
-		out.Count, err = a.Counts.Count(ctx, user, typ, from, to)
+		out, err = RangeCount(ctx, a.Counts, user, typ, from, to)
 	} else {
-		now := a.Now()
-		out.Window = q.Get("window")
-		switch out.Window {
+		switch window := q.Get("window"); window {
 		case "":
 			writeError(w, http.StatusBadRequest, "missing window (1m, 1h or 24h) or from and to")
 			return
-		case usercount.Window1m:
-			var est float64
-			est, err = a.Counts.LastMinute(ctx, user, typ, now)
-			out.Count, out.Estimate, out.Approximate = int64(math.Round(est)), &est, true
-			out.From, out.To = now.Add(-time.Minute).UTC(), now.UTC()
-		case usercount.Window1h, usercount.Window24h:
-			span := time.Hour
-			if out.Window == usercount.Window24h {
-				span = 24 * time.Hour
-			}
-			out.To = now.Truncate(time.Minute).Add(time.Minute).UTC()
-			out.From = out.To.Add(-span)
-			out.Count, err = a.Counts.CountWindow(ctx, user, typ, out.Window, now)
+		case usercount.Window1m, usercount.Window1h, usercount.Window24h:
+			out, err = WindowCount(ctx, a.Counts, user, typ, window, a.Now())
 		default:
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("unknown window %q (want 1m, 1h or 24h)", out.Window))
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("unknown window %q (want 1m, 1h or 24h)", window))
 			return
 		}
 	}
@@ -325,7 +312,7 @@ func (a *Activity) list(w http.ResponseWriter, req *http.Request) {
 	if !checkUser(w, user) {
 		return
 	}
-	from, to, ok := timeRange(w, q.Get("from"), q.Get("to"))
+	from, to, ok := listRange(w, q.Get("from"), q.Get("to"), a.Now())
 	if !ok {
 		return
 	}
@@ -345,11 +332,7 @@ func (a *Activity) list(w http.ResponseWriter, req *http.Request) {
 		a.backendError(w, err, "PostgreSQL")
 		return
 	}
-	out := ListResponse{UserID: user, Events: make([]RawEvent, len(evs)), Next: next, From: from, To: to}
-	for i, e := range evs {
-		out.Events[i] = RawEvent{EventID: e.EventID, Type: e.Type, TS: e.TS.UTC(), Lat: e.Lat, Lng: e.Lng, Metadata: e.Metadata}
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, NewListResponse(user, evs, next, from, to))
 }
 
 // DeleteResponse answers DELETE /v1/users/{id}/activity: what each store
@@ -546,11 +529,11 @@ func timeRange(w http.ResponseWriter, fromS, toS string) (from, to time.Time, ok
 		return from, to, false
 	}
 	var err error
-	if from, err = parseTime(fromS); err != nil {
+	if from, err = ParseTime(fromS); err != nil {
 		writeError(w, http.StatusBadRequest, "from: "+err.Error())
 		return from, to, false
 	}
-	if to, err = parseTime(toS); err != nil {
+	if to, err = ParseTime(toS); err != nil {
 		writeError(w, http.StatusBadRequest, "to: "+err.Error())
 		return from, to, false
 	}
@@ -559,15 +542,4 @@ func timeRange(w http.ResponseWriter, fromS, toS string) (from, to time.Time, ok
 		return from, to, false
 	}
 	return from, to, true
-}
-
-func parseTime(s string) (time.Time, error) {
-	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
-		return time.UnixMilli(ms).UTC(), nil
-	}
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("%q is neither RFC 3339 nor unix milliseconds", s)
-	}
-	return t.UTC(), nil
 }

@@ -58,7 +58,6 @@ import (
 	"time"
 
 	"github.com/topk-dev/topk/pkg/keys"
-	"github.com/topk-dev/topk/pkg/scheduler"
 	"github.com/topk-dev/topk/pkg/store"
 )
 
@@ -168,16 +167,7 @@ func (h *handler) workspace(w http.ResponseWriter, req *http.Request) {
 		h.readError(w, err, fmt.Sprintf("the %s ranking of workspace %q is not computed yet: no scheduler pass has seen activity of it (is topk schedule running?)", window, ws))
 		return
 	}
-	out := h.response(window, res.WindowStart, res.WindowEnd, res.ComputedAt, res.FreshAt())
-	out.Workspace, out.Exact = ws, res.ErrorBound == 0
-	for i, e := range res.Entries {
-		item := Item{Rank: e.Rank, ID: e.ID, Count: e.Count, Guaranteed: true}
-		if res.Bounds != nil {
-			item.Error, item.Guaranteed = res.Bounds[i].Err, res.Bounds[i].Guaranteed
-		}
-		out.Items = append(out.Items, item)
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, TopResponse(ws, window, res, h.now()))
 }
 
 func (h *handler) global(w http.ResponseWriter, req *http.Request) {
@@ -192,21 +182,7 @@ func (h *handler) global(w http.ResponseWriter, req *http.Request) {
 		h.readError(w, err, fmt.Sprintf("the global %s ranking is not computed yet (is topk schedule running?)", window))
 		return
 	}
-	out := h.response(window, res.WindowStart, res.WindowEnd, res.ComputedAt, res.ComputedAt)
-	out.Exact = res.ErrorBound == 0
-	for _, e := range res.Entries {
-		out.Items = append(out.Items, Item{Rank: e.Rank, ID: e.ID, Count: e.Count, Error: e.Err, Guaranteed: e.Guaranteed})
-		out.Exact = out.Exact && e.Err == 0
-	}
-	writeJSON(w, http.StatusOK, out)
-}
-
-// response starts a Response; its age counts from fresh, the last time the
-// ranking was known to be current.
-func (h *handler) response(window string, start, end, computed, fresh time.Time) Response {
-	age := h.now().Sub(fresh)
-	return Response{Window: window, Items: []Item{}, WindowStart: start, WindowEnd: end, ComputedAt: computed,
-		AgeSeconds: age.Seconds(), Stale: age > scheduler.StaleAfterFor(window)}
+	writeJSON(w, http.StatusOK, GlobalResponse(window, res, h.now()))
 }
 
 // readError answers 404 for a missing result and 503 for anything else:
