@@ -43,6 +43,9 @@ const (
 
 // Rejection reasons of this package; the others are events' (malformed_json,
 // missing_field, id_too_long, too_large, invalid_utf8, wrong_type).
+// A field given twice (names compared as encoding/json matches them,
+// ignoring case) is malformed_json: which of the values counted would
+// depend on the parser, so none does.
 const (
 	// ReasonInvalidCoordinates: lat without lng (or the reverse), or a
 	// coordinate out of range or not finite.
@@ -55,6 +58,10 @@ const (
 	// ReasonInvalidID: user_id or event_id has a control character (see
 	// CheckUserID).
 	ReasonInvalidID events.Reason = "invalid_id"
+	// ReasonInvalidTS: ts is given, an integer, but not a positive number
+	// of unix milliseconds (0 or negative). A missing or null ts is
+	// missing_field.
+	ReasonInvalidTS events.Reason = "invalid_ts"
 )
 
 // Event is one user activity event: one JSON object per record value, e.g.
@@ -114,6 +121,9 @@ func Decode(value []byte) (Event, error) {
 	if rest := bytes.TrimSpace(value[dec.InputOffset():]); len(rest) > 0 {
 		return Event{}, events.Reject(events.ReasonMalformedJSON, "trailing data after the JSON object: %.20q", rest)
 	}
+	if name := duplicateField(value); name != "" {
+		return Event{}, events.Reject(events.ReasonMalformedJSON, "field %s is given more than once (names are matched ignoring case); give each field once", name)
+	}
 	ev := Event{EventID: raw.EventID, UserID: raw.UserID, Type: raw.Type}
 	if absent(raw.TS) {
 		return Event{}, events.Reject(events.ReasonMissingField, "ts is required (event time, unix milliseconds)")
@@ -123,6 +133,9 @@ func Decode(value []byte) (Event, error) {
 	ts, err := strconv.ParseInt(string(raw.TS), 10, 64)
 	if err != nil {
 		return Event{}, events.Reject(events.ReasonWrongType, "ts must be an integer number of unix milliseconds, got %.40s", raw.TS)
+	}
+	if ts <= 0 {
+		return Event{}, events.Reject(ReasonInvalidTS, "ts must be a positive number of unix milliseconds (the event time), got %d", ts)
 	}
 	ev.TS = ts
 	if ev.Lat, err = coordinate("lat", raw.Lat); err != nil {
@@ -138,6 +151,60 @@ func Decode(value []byte) (Event, error) {
 		return Event{}, err
 	}
 	return ev, nil
+}
+
+// fieldNames are the fields of a record, as Decode reads them.
+var fieldNames = [][]byte{[]byte("event_id"), []byte("user_id"), []byte("type"), []byte("ts"), []byte("lat"), []byte("lng"), []byte("metadata")}
+
+// duplicateField returns the name of a field that the object value (valid
+// JSON: Decode checked it) holds more than once, "" if none does. Names
+// are compared as encoding/json matches them to fields, ignoring case
+// (Unicode simple folding, as bytes.EqualFold), so "ts" and "TS" are the
+// same field; keys that are no field are not looked at. Nested objects
+// (metadata) are skipped.
+func duplicateField(value []byte) string {
+	var seen uint8
+	depth, expectKey := 0, false
+	for i := 0; i < len(value); i++ {
+		switch c := value[i]; c {
+		case '"':
+			j, escaped := i+1, false
+			for ; j < len(value) && value[j] != '"'; j++ {
+				if value[j] == '\\' {
+					j++
+					escaped = true
+				}
+			}
+			if depth == 1 && expectKey {
+				key := value[i+1 : j]
+				if escaped {
+					var k string
+					if json.Unmarshal(value[i:j+1], &k) != nil {
+						return "" // unreachable: the object decoded
+					}
+					key = []byte(k)
+				}
+				for f, name := range fieldNames {
+					if bytes.EqualFold(key, name) {
+						if seen&(1<<f) != 0 {
+							return string(name)
+						}
+						seen |= 1 << f
+					}
+				}
+				expectKey = false
+			}
+			i = j
+		case '{', '[':
+			depth++
+			expectKey = c == '{' && depth == 1
+		case '}', ']':
+			depth--
+		case ',':
+			expectKey = depth == 1
+		}
+	}
+	return ""
 }
 
 // absent reports a field that is missing or null.
@@ -174,8 +241,11 @@ func (e Event) Validate() error {
 	if err := CheckEventID(e.EventID); err != nil {
 		return err
 	}
-	if e.TS <= 0 {
-		return events.Reject(events.ReasonMissingField, "ts is required (event time, positive unix milliseconds), got %d", e.TS)
+	if e.TS == 0 {
+		return events.Reject(events.ReasonMissingField, "ts is required (event time, positive unix milliseconds)")
+	}
+	if e.TS < 0 {
+		return events.Reject(ReasonInvalidTS, "ts must be a positive number of unix milliseconds (the event time), got %d", e.TS)
 	}
 	if (e.Lat == nil) != (e.Lng == nil) {
 		return events.Reject(ReasonInvalidCoordinates, "lat and lng come together or not at all")

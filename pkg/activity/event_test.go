@@ -85,8 +85,16 @@ func TestDecodeRejects(t *testing.T) {
 		{"missing type", `{"user_id":"u","ts":5}`, events.ReasonMissingField},
 		{"missing ts", `{"user_id":"u","type":"t"}`, events.ReasonMissingField},
 		{"null ts", `{"user_id":"u","type":"t","ts":null}`, events.ReasonMissingField},
-		{"zero ts", `{"user_id":"u","type":"t","ts":0}`, events.ReasonMissingField},
-		{"negative ts", `{"user_id":"u","type":"t","ts":-5}`, events.ReasonMissingField},
+		{"zero ts", `{"user_id":"u","type":"t","ts":0}`, activity.ReasonInvalidTS},
+		{"negative ts", `{"user_id":"u","type":"t","ts":-5}`, activity.ReasonInvalidTS},
+		{"ts -1", `{"user_id":"u","type":"t","ts":-1}`, activity.ReasonInvalidTS},
+		// A field twice: which one counts would depend on the parser.
+		{"user twice", `{"user_id":"u","type":"t","ts":5,"user_id":"v"}`, events.ReasonMalformedJSON},
+		{"user twice, same value", `{"user_id":"u","type":"t","ts":5,"user_id":"u"}`, events.ReasonMalformedJSON},
+		{"ts in two cases", `{"user_id":"u","type":"t","ts":5,"TS":6}`, events.ReasonMalformedJSON},
+		{"type escaped", `{"user_id":"u","type":"t","ts":5,"typ\u0065":"x"}`, events.ReasonMalformedJSON},
+		{"ts with a long s", `{"user_id":"u","type":"t","ts":5,"t\u017f":6}`, events.ReasonMalformedJSON},
+		{"metadata twice", `{` + ok + `,"metadata":{},"Metadata":{"a":1}}`, events.ReasonMalformedJSON},
 		{"user too long", `{"user_id":"` + strings.Repeat("u", 129) + `","type":"t","ts":5}`, events.ReasonIDTooLong},
 		{"event id too long", `{` + ok + `,"event_id":"` + strings.Repeat("e", 129) + `"}`, events.ReasonIDTooLong},
 		{"numeric user", `{"user_id":42,"type":"t","ts":5}`, events.ReasonWrongType},
@@ -127,6 +135,27 @@ func TestDecodeRejects(t *testing.T) {
 	}
 }
 
+// TestDecodeDuplicatesOnlyOfFields: only a field given twice is refused;
+// an unknown key twice, or a key repeated inside metadata (kept as sent),
+// or a field name as a value or nested key, is not.
+func TestDecodeDuplicatesOnlyOfFields(t *testing.T) {
+	for _, in := range []string{
+		`{"user_id":"u","type":"t","ts":5,"x":1,"x":2}`,
+		`{"user_id":"u","type":"t","ts":5,"metadata":{"ts":1,"ts":2,"user_id":"v"}}`,
+		`{"user_id":"ts","type":"t","ts":5,"metadata":{"a":[{"type":1},{"type":2}]}}`,
+		`{"user_id":"u\"ts\"","type":"t","ts":5,"event_id":"{\"ts\":1}"}`,
+		` {"user_id":"u", "type":"t" , "ts":5 } `,
+	} {
+		if _, err := activity.Decode([]byte(in)); err != nil {
+			t.Errorf("Decode(%s): %v, want it accepted", in, err)
+		}
+	}
+	_, err := activity.Decode([]byte(`{"user_id":"u","type":"t","ts":5,"User_Id":"v"}`))
+	if err == nil || !strings.Contains(err.Error(), "field user_id is given more than once") {
+		t.Errorf("user_id twice: %v, want it named", err)
+	}
+}
+
 // TestValidateRejects covers the checks of events built in Go, including
 // those JSON cannot express (NaN, invalid UTF-8 in a Go string).
 func TestValidateRejects(t *testing.T) {
@@ -139,6 +168,7 @@ func TestValidateRejects(t *testing.T) {
 		{"no user", func(e *activity.Event) { e.UserID = "" }, events.ReasonMissingField},
 		{"no type", func(e *activity.Event) { e.Type = "" }, events.ReasonMissingField},
 		{"no ts", func(e *activity.Event) { e.TS = 0 }, events.ReasonMissingField},
+		{"negative ts", func(e *activity.Event) { e.TS = -1 }, activity.ReasonInvalidTS},
 		{"bad utf8 user", func(e *activity.Event) { e.UserID = "a\xffb" }, events.ReasonInvalidUTF8},
 		{"bad utf8 event id", func(e *activity.Event) { e.EventID = "a\xc3" }, events.ReasonInvalidUTF8},
 		{"NUL in user", func(e *activity.Event) { e.UserID = "x\x00" }, activity.ReasonInvalidID},
