@@ -328,7 +328,14 @@ func (a *Activity) list(w http.ResponseWriter, req *http.Request) {
 	ctx, cancel := context.WithTimeout(req.Context(), ReadTimeout)
 	defer cancel()
 	evs, next, err := a.Raw.List(ctx, user, from, to, q.Get("cursor"), limit)
-	if err != nil {
+	switch {
+	case errors.Is(err, rawstore.ErrOtherUsersCursor):
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("cursor is the next_cursor of another user's listing: a cursor pages only through the listing of the user it came from (leave it out for %.60q's first page)", user))
+		return
+	case errors.Is(err, rawstore.ErrBadCursor):
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("cursor %.60q is not a next_cursor of this API: pass next_cursor as it came, or leave cursor out for the first page", q.Get("cursor")))
+		return
+	case err != nil:
 		a.backendError(w, err, "PostgreSQL")
 		return
 	}

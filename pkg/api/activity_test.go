@@ -664,6 +664,15 @@ func TestActivityList(t *testing.T) {
 	if res := list(listPath("nobody", t0.Add(-2*day), t0, "")); res.Events == nil || len(res.Events) != 0 || res.Next != "" {
 		t.Errorf("nobody's events: %+v, want [] and no cursor", res)
 	}
+	// A cursor pages only through the listing of the user it came from.
+	first := list(listPath(user, t0.Add(-2*day), t0.Add(time.Minute), "&limit=1"))
+	if first.Next == "" {
+		t.Fatalf("first page of 1: no next cursor")
+	}
+	for _, u := range []string{other, "nobody", "User/list é"} {
+		wantError(t, srv, listPath(u, t0.Add(-2*day), t0.Add(time.Minute), "&cursor="+url.QueryEscape(first.Next)), http.StatusBadRequest,
+			"cursor is the next_cursor of another user's listing")
+	}
 	// The metadata comes back as sent.
 	if _, body := get(t, srv, listPath(user, t0.Add(-2*time.Minute), t0, "")); !strings.Contains(body, `"metadata":{"app":"ios","v":[1,2]}`) {
 		t.Errorf("metadata: %s", body)
@@ -675,8 +684,8 @@ func TestActivityList(t *testing.T) {
 		for _, tc := range []struct {
 			path, want string
 		}{
-			{listPath(user, from, to, "&cursor=%21%21%21"), "bad cursor"},
-			{listPath(user, from, to, "&cursor=AAAA"), "bad cursor"},
+			{listPath(user, from, to, "&cursor=%21%21%21"), `cursor "!!!" is not a next_cursor of this API`},
+			{listPath(user, from, to, "&cursor=AAAA"), `cursor "AAAA" is not a next_cursor of this API: pass next_cursor as it came, or leave cursor out for the first page`},
 			{listPath(user, to, from, ""), "is after to"},
 			{"/v1/users/u/activity?from=soon&to=" + strconv.FormatInt(to.UnixMilli(), 10), `from: "soon" is neither RFC 3339 nor unix milliseconds`},
 			{listPath(user, from, to, "&limit=0"), "limit must be an integer in [1, 1000]"},

@@ -447,7 +447,7 @@ func (s *Postgres) List(ctx context.Context, user string, from, to time.Time, cu
 	}
 	events = events[:limit]
 	last := events[limit-1]
-	return events, encodeCursor(position{TS: last.TS, Topic: last.Topic, Partition: last.Partition, Offset: last.Offset}), nil
+	return events, encodeCursor(position{TS: last.TS, Topic: last.Topic, Partition: last.Partition, Offset: last.Offset}, user), nil
 }
 
 // DeleteUser removes every stored event of user. See Store.DeleteUser.

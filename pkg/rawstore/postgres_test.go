@@ -496,7 +496,9 @@ func TestBadArguments(t *testing.T) {
 		{"limit too big", "u", from, to, "", MaxLimit + 1, ErrInvalid, "limit 1001"},
 		{"cursor not base64", "u", from, to, "!!!", 10, ErrBadCursor, "bad cursor"},
 		{"cursor truncated", "u", from, to, good[:10], 10, ErrBadCursor, "bad cursor"},
-		{"cursor other version", "u", from, to, "AgAAAAAAAAAAAAAAAAAAAAAAdA", 10, ErrBadCursor, "bad cursor"},
+		{"cursor other version", "u", from, to, "AQAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAdA", 10, ErrBadCursor, "not a cursor of this store"},
+		{"cursor of another user", "v", from, to, good, 10, ErrOtherUsersCursor, "the cursor of another user's listing"},
+		{"cursor of a user differing in case", "U", from, to, good, 10, ErrOtherUsersCursor, "another user's"},
 		{"NUL in user", "x\x00", from, to, "", 10, ErrInvalid, "invalid_id"},
 	} {
 		_, _, err := s.List(ctx, c.user, c.from, c.to, c.cursor, c.limit)

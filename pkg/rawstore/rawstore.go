@@ -17,7 +17,9 @@
 package rawstore
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
@@ -65,8 +67,10 @@ type Store interface {
 	// of the following page, "" after the last one. Events written
 	// concurrently that sort after the cursor appear in later pages; those
 	// that sort before it (newer) do not. limit 0 means DefaultLimit; more
-	// than MaxLimit is an error, as are a zero from or to, from after to and
-	// a cursor this store did not make (ErrInvalid, ErrBadCursor).
+	// than MaxLimit is an error, as are a zero from or to, from after to, a
+	// cursor this store did not make (ErrInvalid, ErrBadCursor) and one it
+	// made for another user's listing (ErrOtherUsersCursor): a cursor is
+	// bound to its user.
 	List(ctx context.Context, user string, from, to time.Time, cursor string, limit int) (events []Event, next string, err error)
 
 	// DeleteUser removes every stored event of user and returns how many.
@@ -99,6 +103,10 @@ var (
 	// ErrBadCursor is List's error for a cursor it cannot read; it wraps
 	// ErrInvalid.
 	ErrBadCursor = fmt.Errorf("%w: bad cursor", ErrInvalid)
+	// ErrOtherUsersCursor is List's error for a cursor of another user's
+	// listing (it would page through this user's events from a position
+	// taken from someone else's); it wraps ErrBadCursor.
+	ErrOtherUsersCursor = fmt.Errorf("%w: the cursor of another user's listing", ErrBadCursor)
 	// ErrRejected wraps ErrInvalid for data the database refused for its
 	// content: a data exception (PostgreSQL SQLSTATE class 22, e.g. a NUL
 	// in text, a time out of range) or an integrity constraint violation
@@ -130,7 +138,7 @@ func checkList(user string, from, to time.Time, cursor string, limit int) (int, 
 	if cursor == "" {
 		return limit, nil, nil
 	}
-	pos, err := decodeCursor(cursor)
+	pos, err := decodeCursor(cursor, user)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -190,13 +198,30 @@ type position struct {
 	Offset    int64
 }
 
-const cursorVersion = 1
+// cursorVersion 2 binds the cursor to its user (1 did not; its cursors
+// are refused, so a client paging across an upgrade lists again).
+const cursorVersion = 2
 
-// encodeCursor packs a position: version, ts in unix microseconds (the
-// database's precision), partition, offset, topic; base64url.
-func encodeCursor(p position) string {
-	b := make([]byte, 0, 1+8+4+8+len(p.Topic))
+// cursorUserBytes is the length of a cursor's user tag.
+const cursorUserBytes = 8
+
+// cursorUser is the tag that binds a cursor to user: the first bytes of a
+// SHA-256 of the id. It is no secret (a cursor only ever pages through the
+// user's own events, whoever sends it); it tells a cursor taken from
+// another user's listing, which would page from a position in someone
+// else's, with odds of 2^-64 of missing one.
+func cursorUser(user string) []byte {
+	sum := sha256.Sum256([]byte("topk rawstore cursor\x00" + user))
+	return sum[:cursorUserBytes]
+}
+
+// encodeCursor packs a position of user's listing: version, user tag, ts
+// in unix microseconds (the database's precision), partition, offset,
+// topic; base64url.
+func encodeCursor(p position, user string) string {
+	b := make([]byte, 0, 1+cursorUserBytes+8+4+8+len(p.Topic))
 	b = append(b, cursorVersion)
+	b = append(b, cursorUser(user)...)
 	b = binary.BigEndian.AppendUint64(b, uint64(p.TS.UnixMicro()))
 	b = binary.BigEndian.AppendUint32(b, uint32(p.Partition))
 	b = binary.BigEndian.AppendUint64(b, uint64(p.Offset))
@@ -204,14 +229,19 @@ func encodeCursor(p position) string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-func decodeCursor(s string) (*position, error) {
+// decodeCursor reads a cursor of user's listing.
+func decodeCursor(s, user string) (*position, error) {
 	b, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil {
 		return nil, fmt.Errorf("%w: not base64url", ErrBadCursor)
 	}
-	if len(b) < 1+8+4+8+1 || b[0] != cursorVersion {
+	if len(b) < 1+cursorUserBytes+8+4+8+1 || b[0] != cursorVersion {
 		return nil, fmt.Errorf("%w: not a cursor of this store (length %d)", ErrBadCursor, len(b))
 	}
+	if !bytes.Equal(b[1:1+cursorUserBytes], cursorUser(user)) {
+		return nil, ErrOtherUsersCursor
+	}
+	b = b[cursorUserBytes:]
 	p := &position{
 		TS:        time.UnixMicro(int64(binary.BigEndian.Uint64(b[1:9]))).UTC(),
 		Partition: int32(binary.BigEndian.Uint32(b[9:13])),
