@@ -12,6 +12,14 @@
 #   postgresql    initdb and postgres, started by pkg/devenv as a throwaway
 #                 server for the raw activity events (Debian keeps them in
 #                 /usr/lib/postgresql/<version>/bin, not in PATH)
+#   make          not in a minimal Debian (debootstrap minbase, the debian
+#                 Docker image), so a new user there runs this script
+#                 before the first make
+#   ca-certificates  the roots Go's module downloads verify
+#                 proxy.golang.org against (apt systems only: the go command
+#                 reads /etc/ssl/certs/ca-certificates.crt there); without
+#                 them the first build fails with "x509: certificate signed
+#                 by unknown authority"
 # test (the default; `make test`, CI): all of the above, and
 #   gcc, libc6-dev  a C compiler and the C library's headers and start
 #                 files: `go test -race` needs cgo. (gcc alone is not enough
@@ -143,10 +151,11 @@ is_ubuntu() { # Ubuntu or a derivative (ID_LIKE=ubuntu: Mint, Pop!_OS)
 declare -A pkg_for=(
 	[redis-server]=redis-server
 	[redis-cli]=redis-tools
+	[make]=make
 )
 
 missing_pkgs=()
-for cmd in redis-server redis-cli; do
+for cmd in redis-server redis-cli make; do
 	if ! command -v "$cmd" >/dev/null 2>&1; then
 		missing_pkgs+=("${pkg_for[$cmd]}")
 	fi
@@ -156,6 +165,10 @@ if command -v redis-server >/dev/null 2>&1; then
 fi
 if [ -z "$(postgres_bin)" ]; then
 	missing_pkgs+=(postgresql)
+fi
+ca_file=/etc/ssl/certs/ca-certificates.crt
+if command -v apt-get >/dev/null 2>&1 && [ ! -s "$ca_file" ]; then
+	missing_pkgs+=(ca-certificates)
 fi
 snap_chromium=false
 if [ "$mode" = test ]; then
@@ -246,7 +259,7 @@ if $snap_chromium; then
 	fi
 fi
 
-for cmd in redis-server redis-cli; do
+for cmd in redis-server redis-cli make; do
 	if ! command -v "$cmd" >/dev/null 2>&1; then
 		log "installed $what but $cmd is still not in PATH" >&2
 		exit 1

@@ -53,10 +53,10 @@ func spanOf(minLat, minLng, maxLat, maxLng float64, p int) (span, error) {
 		return span{}, err
 	}
 	if err := CheckPoint(minLat, minLng); err != nil {
-		return span{}, fmt.Errorf("%w: corner: %w", ErrInvalidBox, err)
+		return span{}, fmt.Errorf("%w: its south-west corner has %w", ErrInvalidBox, err)
 	}
 	if err := CheckPoint(maxLat, maxLng); err != nil {
-		return span{}, fmt.Errorf("%w: corner: %w", ErrInvalidBox, err)
+		return span{}, fmt.Errorf("%w: its north-east corner has %w", ErrInvalidBox, err)
 	}
 	if minLat > maxLat {
 		return span{}, fmt.Errorf("%w: minLat %v is above maxLat %v", ErrInvalidBox, minLat, maxLat)

@@ -397,8 +397,9 @@ func TestRefused(t *testing.T) {
 		want error
 	}{
 		{"a precision-1 cell (32^5 cells)", cellErr(s.Cell(ctx, "u", t0, t0.Add(time.Hour), "")), geo.ErrTooLarge},
-		{"a precision-4 cell for 49 hours (50,176 cell-hours)", cellErr(s.Cell(ctx, "u09t", t0, t0.Add(49*time.Hour), "")), geo.ErrTooLarge},
-		{"a cell-6 for 6 years", cellErr(s.Cell(ctx, "u09tvw", t0, t0.Add(6*365*24*time.Hour), "")), geo.ErrTooLarge},
+		{"a precision-4 cell for 196 hours (200,704 cell-hours)", cellErr(s.Cell(ctx, "u09t", t0, t0.Add(196*time.Hour), "")), geo.ErrTooLarge},
+		{"a box of 2.5 x 2.5 degrees for 2 hours", cellErr(s.BBox(ctx, 47, 1, 49.5, 3.5, t0, t0.Add(2*time.Hour), "")), geo.ErrTooLarge},
+		{"a cell-6 for 23 years", cellErr(s.Cell(ctx, "u09tvw", t0, t0.Add(23*365*24*time.Hour), "")), geo.ErrTooLarge},
 		{"a box of 10 x 10 degrees", cellErr(s.BBox(ctx, 40, 0, 50, 10, t0, day, "")), geo.ErrTooLarge},
 		{"a cell-5 for 4 hours, bound 100", cellErr(small.Cell(ctx, "u09tv", t0, t0.Add(4*time.Hour), "")), geo.ErrTooLarge},
 		{"a cell finer than the store", cellErr(s.Cell(ctx, "u09tvwx", t0, day, "")), geo.ErrInvalidCell},
@@ -418,6 +419,25 @@ func TestRefused(t *testing.T) {
 	}
 	if _, err := small.Cell(ctx, "u09tv", t0, t0.Add(3*time.Hour), ""); err != nil {
 		t.Errorf("a cell-5 for 3 hours (96 cell-hours), bound 100: %v", err)
+	}
+	// Issue 17: the default allows a city with its suburbs over a day
+	// (101,568 cell-hours), and 2 x 2 degrees for an hour (66,795), which
+	// the former bound, 50,000, refused.
+	for _, q := range []struct {
+		what                           string
+		minLat, minLng, maxLat, maxLng float64
+		hours                          int
+	}{
+		{"Paris and its suburbs, 0.5 x 0.5 degrees, for a day", 48.6, 2.1, 49.1, 2.6, 24},
+		{"2 x 2 degrees for an hour", 47, 1, 49, 3, 1},
+		{"1 x 1 degree for 11 hours", 48, 2, 49, 3, 11},
+	} {
+		if _, err := s.BBox(ctx, q.minLat, q.minLng, q.maxLat, q.maxLng, t0, t0.Add(time.Duration(q.hours)*time.Hour), ""); err != nil {
+			t.Errorf("%s: %v, want it answered", q.what, err)
+		}
+	}
+	if _, err := s.Cell(ctx, "u09t", t0, t0.Add(8*24*time.Hour), ""); err != nil {
+		t.Errorf("a cell-4 for 8 days: %v", err)
 	}
 	b := s.NewBatch()
 	for _, a := range []struct {
