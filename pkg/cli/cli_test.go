@@ -22,6 +22,7 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/topk-dev/topk/lua"
+	"github.com/topk-dev/topk/pkg/api"
 	"github.com/topk-dev/topk/pkg/cli"
 	"github.com/topk-dev/topk/pkg/events"
 	"github.com/topk-dev/topk/pkg/internal/testenv"
@@ -168,29 +169,18 @@ func waitStarted(t *testing.T, b *bgCmd, msg string) {
 	}, b)
 }
 
-// entry and getOutput mirror the documented JSON of `topk get --json`.
+// entry is a ranked item without its error bound, as exactTop lists them.
 type entry struct {
 	Rank  int    `json:"rank"`
 	ID    string `json:"id"`
 	Count int64  `json:"count"`
 }
 
+// getOutput is what `topk get --json` prints: GET /v1/top's answer,
+// api.Response, decoded strictly; Entries are its items without bounds.
 type getOutput struct {
-	Workspace   string    `json:"workspace"`
-	Window      string    `json:"window"`
-	Entries     []entry   `json:"entries"`
-	K           int       `json:"k"`
-	ComputedAt  time.Time `json:"computed_at"`
-	WindowStart time.Time `json:"window_start"`
-	WindowEnd   time.Time `json:"window_end"`
-	ErrorBound  int64     `json:"error_bound"`
-	Bounds      []struct {
-		Err        int64 `json:"error"`
-		Guaranteed bool  `json:"guaranteed"`
-	} `json:"bounds"`
-	CheckedAt  time.Time `json:"checked_at"`
-	AgeSeconds float64   `json:"age_seconds"`
-	Stale      bool      `json:"stale"`
+	api.Response
+	Entries []entry
 }
 
 // getJSON runs `topk get --json` with extra arguments and decodes its output.
@@ -204,10 +194,34 @@ func getJSON(t *testing.T, redis, ws string, extra ...string) (getOutput, error)
 	var g getOutput
 	dec := json.NewDecoder(strings.NewReader(out))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&g); err != nil {
-		t.Fatalf("topk get --json output does not decode: %v\n%s", err, out)
+	if err := dec.Decode(&g.Response); err != nil {
+		t.Fatalf("topk get --json output does not decode as api.Response: %v\n%s", err, out)
 	}
+	g.Entries = entries(g.Items)
 	return g, nil
+}
+
+// getGlobalJSON runs `topk get --global --json` with extra arguments and
+// decodes its output strictly as GET /v1/top/global's answer.
+func getGlobalJSON(t *testing.T, redis string, extra ...string) api.Response {
+	t.Helper()
+	out := mustRun(t, append([]string{"get", "--redis", redis, "--global", "--json"}, extra...)...)
+	var g api.Response
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&g); err != nil {
+		t.Fatalf("topk get --global --json output does not decode as api.Response: %v\n%s", err, out)
+	}
+	return g
+}
+
+// entries are items without their bounds (nil for none, like exactTop).
+func entries(items []api.Item) []entry {
+	var out []entry
+	for _, it := range items {
+		out = append(out, entry{Rank: it.Rank, ID: it.ID, Count: it.Count})
+	}
+	return out
 }
 
 // exactTop is testenv's reference ranking in this file's JSON shape.
@@ -388,11 +402,11 @@ func TestPipelineSurvivesScriptFlush(t *testing.T) {
 		}
 		return len(recs)
 	}
-	// matches reports whether `topk get --json --k 0` shows truth exactly for
+	// matches reports whether `topk get --json --k 1000` shows truth exactly for
 	// every workspace.
 	matches := func() (bool, string) {
 		for ws, counts := range truth {
-			g, err := getJSON(t, redis, ws, "--k", "0")
+			g, err := getJSON(t, redis, ws, "--k", "1000")
 			if err != nil {
 				return false, fmt.Sprintf("workspace %q: %v", ws, err)
 			}
@@ -527,10 +541,15 @@ func TestGetOutput(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &fields); err != nil {
 			t.Fatalf("output is not a JSON object: %v\n%s", err, out)
 		}
-		for _, f := range []string{"workspace", "entries", "k", "computed_at", "window_start", "window_end", "age_seconds"} {
+		// The fields of GET /v1/top's answer, no others (getJSON decodes
+		// strictly into api.Response).
+		for _, f := range []string{"workspace", "window", "items", "window_start", "window_end", "computed_at", "age_seconds", "stale", "exact"} {
 			if _, ok := fields[f]; !ok {
 				t.Errorf("JSON output lacks %q:\n%s", f, out)
 			}
+		}
+		if len(fields) != 9 {
+			t.Errorf("JSON output has %d fields, want the 9 of api.Response:\n%s", len(fields), out)
 		}
 		g, err := getJSON(t, r.Addr(), "w1")
 		if err != nil {
@@ -542,8 +561,13 @@ func TestGetOutput(t *testing.T) {
 		if fmt.Sprint(g.Entries) != fmt.Sprint(want) {
 			t.Errorf("entries = %v, want %v", g.Entries, want)
 		}
-		if g.K != 10 {
-			t.Errorf("k = %d, want 10 (the k the ranking was computed with)", g.K)
+		for _, it := range g.Items {
+			if it.Error != 0 || !it.Guaranteed {
+				t.Errorf("item %+v of an hour ranking: want error 0, guaranteed", it)
+			}
+		}
+		if !g.Exact || g.Window != "1h" {
+			t.Errorf("exact %v window %q, want an exact 1h ranking", g.Exact, g.Window)
 		}
 		if got, w := g.ComputedAt.UnixMilli(), now.UnixMilli(); got != w {
 			t.Errorf("computed_at = %v, want %v", g.ComputedAt, now)
@@ -568,17 +592,21 @@ func TestGetOutput(t *testing.T) {
 		if fmt.Sprint(g.Entries) != fmt.Sprint(want[:2]) {
 			t.Errorf("--k 2 entries = %v, want %v", g.Entries, want[:2])
 		}
+		out = mustRun(t, "get", "--redis", r.Addr(), "--workspace", "w1", "--json", "--k", "2")
+		if strings.Contains(out, `"k"`) {
+			t.Errorf("--k 2: the JSON reports a k (the scheduler's, not the one asked for):\n%s", out)
+		}
 	})
 
 	t.Run("human", func(t *testing.T) {
 		for _, tc := range []struct {
 			k    string
 			want []entry
-		}{{"0", want}, {"2", want[:2]}, {"10", want}} {
+		}{{"1000", want}, {"2", want[:2]}, {"10", want}} {
 			out := mustRun(t, "get", "--redis", r.Addr(), "--workspace", "w1", "--k", tc.k)
 			lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
 			header := fmt.Sprintf("workspace w1: top %d of the last hour (", len(tc.want))
-			if !strings.HasPrefix(lines[0], header) || !strings.Contains(lines[0], "UTC), fresh as of ") {
+			if !strings.HasPrefix(lines[0], header) || !strings.Contains(lines[0], "UTC), updated ") || !strings.HasSuffix(lines[0], "s ago") {
 				t.Errorf("--k %s: header %q, want it to start with %q", tc.k, lines[0], header)
 			}
 			if len(lines) != 2+len(tc.want) {
@@ -693,7 +721,7 @@ func TestRunWithRedis(t *testing.T) {
 	if err := checkRanked(g.Entries); err != nil {
 		t.Errorf("w-01 ranking %v: %v", g.Entries, err)
 	}
-	all, err := getJSON(t, r.Addr(), "w-01", "--k", "0")
+	all, err := getJSON(t, r.Addr(), "w-01", "--k", "1000")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -739,8 +767,8 @@ func TestRunStartsAndStopsRedis(t *testing.T) {
 	}
 }
 
-// TestGetMarksStaleResults: a cached ranking older than twice the longest
-// scheduler interval is flagged, in the header and in JSON.
+// TestGetMarksStaleResults: a cached ranking older than twice its
+// window's refresh period is flagged, under the header and in JSON.
 func TestGetMarksStaleResults(t *testing.T) {
 	r := testenv.Redis(t)
 	ctx := context.Background()
@@ -755,7 +783,9 @@ func TestGetMarksStaleResults(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := mustRun(t, "get", "--redis", r.Addr(), "--workspace", "w1")
-	if !strings.Contains(out, "STALE: not refreshed for 30s") {
+	lines := strings.Split(out, "\n")
+	if len(lines) < 2 || !strings.HasSuffix(lines[0], "updated 30s ago") ||
+		lines[1] != "STALE: not updated for 30s, and it is updated every 5s: is topk schedule running and reaching Redis?" {
 		t.Errorf("header does not flag a 30 s old result:\n%s", out)
 	}
 	g, err := getJSON(t, r.Addr(), "w1")

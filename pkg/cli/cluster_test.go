@@ -16,6 +16,7 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/topk-dev/topk/pkg/api"
 	"github.com/topk-dev/topk/pkg/events"
 	"github.com/topk-dev/topk/pkg/ingest"
 	"github.com/topk-dev/topk/pkg/internal/testenv"
@@ -90,16 +91,12 @@ func (s clusterStream) truth(now time.Time) (map[string]map[string]int64, map[st
 	return byWS, global
 }
 
-// globalOutput mirrors `topk get --global --json`.
-type globalOutput struct {
-	store.GlobalResult
-	AgeSeconds float64 `json:"age_seconds"`
-}
-
-// snapshot is what the readers see after one scheduler tick.
+// snapshot is what the readers see after one scheduler tick: `topk get
+// --json` without its age, and the events the global view counted.
 type snapshot struct {
 	tops   map[string][]entry
-	global store.GlobalResult
+	global api.Response
+	events int64
 }
 
 // runClusterPipeline consumes s through two ingest workers (kfake) into the
@@ -176,17 +173,19 @@ func runClusterPipeline(t *testing.T, redis string, s clusterStream) []snapshot 
 		}
 		snap := snapshot{tops: map[string][]entry{}}
 		for _, ws := range s.workspaces {
-			g, err := getJSON(t, redis, ws, "--k", "0")
+			g, err := getJSON(t, redis, ws, "--k", "1000")
 			if err != nil {
 				t.Fatalf("topk get --workspace %q: %v", ws, err)
 			}
 			snap.tops[ws] = g.Entries
 		}
-		var g globalOutput
-		if err := json.Unmarshal([]byte(mustRun(t, "get", "--redis", redis, "--global", "--json", "--k", "0")), &g); err != nil {
-			t.Fatalf("topk get --global --json: %v", err)
+		snap.global = getGlobalJSON(t, redis, "--k", "1000")
+		snap.global.AgeSeconds, snap.global.Stale = 0, false // of the real clock
+		res, err := st.ReadGlobal(ctx, keys.Window1h, 0)
+		if err != nil {
+			t.Fatal(err)
 		}
-		snap.global = g.GlobalResult
+		snap.events = res.Events
 		snaps = append(snaps, snap)
 	}
 	return snaps
@@ -252,12 +251,12 @@ func TestRedisCluster(t *testing.T) {
 		for _, n := range global {
 			events += n
 		}
-		if len(want.global.Entries) != len(exactGlobal) || want.global.Events != events {
-			t.Errorf("now+%s, single redis global: %d entries and %d events, want %d and %d",
-				d, len(want.global.Entries), want.global.Events, len(exactGlobal), events)
+		if len(want.global.Items) != len(exactGlobal) || want.events != events || got.events != events {
+			t.Errorf("now+%s, global: %d items and %d events (cluster: %d), want %d and %d",
+				d, len(want.global.Items), want.events, got.events, len(exactGlobal), events)
 		}
-		for j, e := range want.global.Entries {
-			if j < len(exactGlobal) && (e.ID != exactGlobal[j].ID || e.Count != exactGlobal[j].Count || e.Err != 0) {
+		for j, e := range want.global.Items {
+			if j < len(exactGlobal) && (e.ID != exactGlobal[j].ID || e.Count != exactGlobal[j].Count || e.Error != 0) {
 				t.Errorf("now+%s, single redis global entry %d = %+v, want %+v exactly", d, j, e, exactGlobal[j])
 			}
 		}

@@ -47,7 +47,7 @@ func TestExitCodes(t *testing.T) {
 		// Failures: the backend is unreachable.
 		{[]string{"get", "--redis", unreachable, "-w", "x"}, 1, "cannot reach Redis at " + unreachable},
 		// No such result.
-		{[]string{"get", "--redis", r.Addr(), "-w", "x"}, 3, "not computed yet"},
+		{[]string{"get", "--redis", r.Addr(), "-w", "x"}, 3, `workspace "x" has no ranking over the last hour yet`},
 		// Success, and help, which is not an error.
 		{[]string{"scripts", "list"}, 0, ""},
 		{[]string{"help", "get"}, 0, ""},

@@ -18,28 +18,32 @@ import (
 )
 
 func getCommand(env *Env) *cli.Command {
+	const path = "topk get"
 	return withConfig(&cli.Command{
 		Name:      "get",
 		Usage:     "print a workspace's (or the global) cached top channels over a window",
 		UsageText: "topk get --workspace W [--window 1h|24h|7d|30d|all] [--k N] [--json]\n   topk get --global [--window W] [--k N] [--json]",
+		Description: "--json prints the answer of GET /v1/top (GET /v1/top/global with --global), the same\n" +
+			"fields and types (README \"HTTP API\").",
 		Flags: []cli.Flag{
 			redisFlag(DefaultRedis), prefixFlag(),
 			&cli.StringFlag{Name: "workspace", Aliases: []string{"w"}, Usage: "workspace id"},
 			&cli.BoolFlag{Name: "global", Aliases: []string{"g"}, Usage: "the global ranking across all workspaces (approximate, with error bounds)"},
 			&cli.StringFlag{Name: "window", Value: keys.Window1h, Usage: "1h, 24h, 7d, 30d or all (all time)"},
-			&cli.IntFlag{Name: "k", Value: 10, Usage: "entries to print (0: all cached)"},
-			&cli.BoolFlag{Name: "json", Usage: "print JSON for machines"},
+			&cli.IntFlag{Name: "k", Value: 10, Usage: fmt.Sprintf("entries to print, 1 to %d (a ranking holds at most the scheduler's --k)", api.MaxK)},
+			&cli.BoolFlag{Name: "json", Usage: "print the HTTP API's JSON"},
 		},
 		Action: func(c *cli.Context) error {
-			if c.Int("k") < 0 {
-				return cli.Exit("--k must be 0 (all) or positive", exitUsage)
+			// One rule with GET /v1/top's k: 1 to api.MaxK.
+			if k := c.Int("k"); k < 1 || k > api.MaxK {
+				return usageError(path, "--k must be from 1 to %d, got %d", api.MaxK, k)
 			}
 			if (c.String("workspace") == "") == !c.Bool("global") {
-				return cli.Exit("give either --workspace W or --global", exitUsage)
+				return usageError(path, "give either --workspace W or --global")
 			}
 			win := c.String("window")
 			if !slices.Contains(api.Windows, win) {
-				return cli.Exit(fmt.Sprintf("unknown --window %q: want one of %s", win, strings.Join(api.Windows, ", ")), exitUsage)
+				return usageError(path, "unknown --window %q: want %s", win, windowNames())
 			}
 			st, closeStore, err := openStore(c)
 			if err != nil {
@@ -52,35 +56,49 @@ func getCommand(env *Env) *cli.Command {
 			ws := c.String("workspace")
 			res, err := st.ReadTop(c.Context, ws, win, c.Int("k"))
 			if errors.Is(err, store.ErrNoResult) {
-				return cli.Exit(fmt.Sprintf("the %s ranking of workspace %q is not computed yet: no scheduler pass has seen activity of it (is topk schedule running?)", win, ws), exitNotFound)
+				return cli.Exit(fmt.Sprintf("workspace %q has no ranking over %s yet: no scheduler pass has seen activity of it (is topk schedule running?)", ws, windowWords(win)), exitNotFound)
 			}
 			if err != nil {
 				return cli.Exit(err.Error(), exitFailure)
 			}
-			age := time.Since(res.FreshAt())
 			if c.Bool("json") {
-				return writeJSON(env, getJSON{Workspace: ws, Result: res, AgeSeconds: age.Seconds(), Stale: age > scheduler.StaleAfterFor(win)})
+				return writeJSON(env, api.TopResponse(ws, win, res, time.Now()))
 			}
-			printResult(env, "workspace "+ws, res, age)
-			return nil
+			return printTop(env, ws, res)
 		},
 	})
 }
 
-type getJSON struct {
-	Workspace string `json:"workspace"`
-	store.Result
-	AgeSeconds float64 `json:"age_seconds"`
-	Stale      bool    `json:"stale"`
+// printTop prints workspace ws's ranking res as a table under its header.
+func printTop(env *Env, ws string, res store.Result) error {
+	out := api.TopResponse(ws, res.Window, res, time.Now())
+	printHeader(env, "workspace "+ws, out)
+	if !out.Exact {
+		fmt.Fprintf(env.Out, "approximate: a rollup dropped members, counts are within ±%d\n", res.ErrorBound)
+	}
+	return printItems(env, out, "CHANNEL")
 }
 
-// staleNote is what a header says of a result of window win of this age:
-// nothing when it is fresh enough.
-func staleNote(win string, age time.Duration) string {
-	if age <= scheduler.StaleAfterFor(win) {
-		return ""
+// windowNames lists the windows for a message: "1h, 24h, 7d, 30d or all".
+func windowNames() string {
+	return strings.Join(api.Windows[:len(api.Windows)-1], ", ") + " or " + api.Windows[len(api.Windows)-1]
+}
+
+// windowWords names a window in words: "the last hour", "all time".
+func windowWords(win string) string {
+	switch win {
+	case keys.Window1h:
+		return "the last hour"
+	case keys.Window24h:
+		return "the last 24 hours"
+	case keys.Window7d:
+		return "the last 7 days"
+	case keys.Window30d:
+		return "the last 30 days"
+	case keys.WindowAll:
+		return "all time"
 	}
-	return fmt.Sprintf("; STALE: not refreshed for %s (is `topk schedule` running and reaching Redis?)", age.Round(time.Second))
+	return win
 }
 
 func writeJSON(env *Env, v any) error {
@@ -98,34 +116,47 @@ func windowText(win string, start, end time.Time) string {
 		return fmt.Sprintf("the last hour (%s - %s UTC)", start.UTC().Format("15:04:05"), end.UTC().Format("15:04:05"))
 	}
 	layout := "2006-01-02 15:04"
-	return fmt.Sprintf("the last %s (%s - %s UTC)", win, start.UTC().Format(layout), end.UTC().Format(layout))
+	return fmt.Sprintf("%s (%s - %s UTC)", windowWords(win), start.UTC().Format(layout), end.UTC().Format(layout))
 }
 
-// printResult prints a ranking as a table under a one-line header.
-func printResult(env *Env, title string, res store.Result, age time.Duration) {
-	fmt.Fprintf(env.Out, "%s: top %d of %s, fresh as of %s ago%s\n",
-		title, len(res.Entries), windowText(res.Window, res.WindowStart, res.WindowEnd),
-		age.Round(100*time.Millisecond), staleNote(res.Window, age))
-	if res.ErrorBound > 0 {
-		fmt.Fprintf(env.Out, "approximate: a rollup dropped members, counts are within ±%d\n", res.ErrorBound)
+// printHeader prints a ranking's header line: what, over which window, and
+// how long ago it was last known to be current; and, when that is longer
+// than its window is refreshed at (twice the refresh period), a STALE line.
+func printHeader(env *Env, title string, r api.Response) {
+	age := time.Duration(r.AgeSeconds * float64(time.Second))
+	fmt.Fprintf(env.Out, "%s: top %d of %s, updated %s ago\n",
+		title, len(r.Items), windowText(r.Window, r.WindowStart, r.WindowEnd), age.Round(100*time.Millisecond))
+	if r.Stale {
+		fmt.Fprintf(env.Out, "STALE: not updated for %s, and it is updated every %s: is topk schedule running and reaching Redis?\n",
+			age.Round(time.Second), scheduler.StaleAfterFor(r.Window)/2)
 	}
-	if len(res.Entries) == 0 {
+}
+
+// printItems prints a ranking as a table: rank, count, and for an
+// approximate ranking each count's error and whether the item is certainly
+// in the top K ("?": unknown, with RedisBloom).
+func printItems(env *Env, r api.Response, idTitle string) error {
+	if len(r.Items) == 0 {
 		fmt.Fprintln(env.Out, "  (no activity in the window)")
-		return
+		return nil
 	}
 	tw := tabwriter.NewWriter(env.Out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	if res.ErrorBound == 0 {
-		fmt.Fprintln(tw, "RANK\tCOUNT\t CHANNEL")
-		for _, e := range res.Entries {
+	if r.Exact {
+		fmt.Fprintf(tw, "RANK\tCOUNT\t %s\n", idTitle)
+		for _, e := range r.Items {
 			fmt.Fprintf(tw, "%d\t%d\t %s\n", e.Rank, e.Count, e.ID)
 		}
-	} else {
-		fmt.Fprintln(tw, "RANK\tCOUNT\tERROR\tIN TOP K\t CHANNEL")
-		for i, e := range res.Entries {
-			fmt.Fprintf(tw, "%d\t%d\t±%d\t%s\t %s\n", e.Rank, e.Count, res.Bounds[i].Err, certainty(res.Bounds[i].Guaranteed), e.ID)
-		}
+		return tw.Flush()
 	}
-	tw.Flush()
+	fmt.Fprintf(tw, "RANK\tCOUNT\tERROR\tIN TOP K\t %s\n", idTitle)
+	for _, e := range r.Items {
+		errText, sure := "?", "?"
+		if e.Error >= 0 {
+			errText, sure = fmt.Sprintf("±%d", e.Error), certainty(e.Guaranteed)
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t %s\n", e.Rank, e.Count, errText, sure, e.ID)
+	}
+	return tw.Flush()
 }
 
 // certainty says whether an entry is certainly in the true top K.
@@ -139,41 +170,22 @@ func certainty(guaranteed bool) string {
 func getGlobal(c *cli.Context, env *Env, st *store.Store, win string) error {
 	res, err := st.ReadGlobal(c.Context, win, c.Int("k"))
 	if errors.Is(err, store.ErrNoResult) {
-		return cli.Exit(fmt.Sprintf("the global %s ranking is not computed yet (is topk schedule running?)", win), exitNotFound)
+		return cli.Exit(fmt.Sprintf("there is no global ranking over %s yet (is topk schedule running?)", windowWords(win)), exitNotFound)
 	}
 	if err != nil {
 		return cli.Exit(err.Error(), exitFailure)
 	}
-	age := time.Since(res.ComputedAt)
+	out := api.GlobalResponse(win, res, time.Now())
 	if c.Bool("json") {
-		return writeJSON(env, globalJSON{GlobalResult: res, AgeSeconds: age.Seconds(), Stale: age > scheduler.StaleAfterFor(win)})
+		return writeJSON(env, out)
 	}
 	bound := "unknown"
 	if res.ErrorBound >= 0 {
 		bound = fmt.Sprintf("at most ±%d", res.ErrorBound)
 	}
-	fmt.Fprintf(env.Out, "global: top %d of %s, computed %s ago%s\n",
-		len(res.Entries), windowText(win, res.WindowStart, res.WindowEnd), age.Round(100*time.Millisecond), staleNote(win, age))
+	printHeader(env, "global", out)
 	fmt.Fprintf(env.Out, "approximate (%s summaries, %d shards x %d items a minute): %d events in the window, counts %s\n",
 		res.Backend, res.Shards, res.Capacity, res.Events, bound)
-	if len(res.Entries) == 0 {
-		fmt.Fprintln(env.Out, "  (no activity in the window)")
-		return nil
-	}
-	tw := tabwriter.NewWriter(env.Out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "RANK\tCOUNT\tERROR\tIN TOP K\t WORKSPACE/CHANNEL")
-	for _, e := range res.Entries {
-		errText, sure := "?", "?"
-		if e.Err >= 0 {
-			errText, sure = fmt.Sprintf("±%d", e.Err), certainty(e.Guaranteed)
-		}
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t %s\n", e.Rank, e.Count, errText, sure, e.ID)
-	}
-	return tw.Flush()
-}
-
-type globalJSON struct {
-	store.GlobalResult
-	AgeSeconds float64 `json:"age_seconds"`
-	Stale      bool    `json:"stale"`
+	out.Exact = false // the error columns, even when every error is 0
+	return printItems(env, out, "WORKSPACE/CHANNEL")
 }

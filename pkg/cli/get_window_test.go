@@ -17,30 +17,6 @@ import (
 	"github.com/topk-dev/topk/pkg/window"
 )
 
-// globalJSONOutput mirrors the JSON of `topk get --global --json`, every
-// documented field (decoded strictly).
-type globalJSONOutput struct {
-	Window  string `json:"window"`
-	Entries []struct {
-		Rank       int    `json:"rank"`
-		ID         string `json:"id"`
-		Count      int64  `json:"count"`
-		Err        int64  `json:"error"`
-		Guaranteed bool   `json:"guaranteed"`
-	} `json:"entries"`
-	K           int       `json:"k"`
-	ComputedAt  time.Time `json:"computed_at"`
-	WindowStart time.Time `json:"window_start"`
-	WindowEnd   time.Time `json:"window_end"`
-	Backend     string    `json:"backend"`
-	Events      int64     `json:"events"`
-	ErrorBound  int64     `json:"error_bound"`
-	Capacity    int       `json:"capacity"`
-	Shards      int       `json:"shards"`
-	AgeSeconds  float64   `json:"age_seconds"`
-	Stale       bool      `json:"stale"`
-}
-
 // writerWindow is the minute window of the commands that write (the
 // default --minute-retention): an hour can be rolled up after it closed.
 var writerWindow = window.Window{Minutes: window.Hour.Minutes, Grace: window.DefaultMinuteRetention - window.Hour.Span()}
@@ -87,8 +63,8 @@ func TestGetWindow(t *testing.T) {
 	windowTick(t, r.Addr(), now, 0, 10, map[string]time.Duration{keys.Window30d: 0})
 	for _, args := range [][]string{{"--workspace", "w1"}, {"--global"}} {
 		_, _, err := runCLI(t, append([]string{"get", "--redis", r.Addr(), "--window", "30d"}, args...)...)
-		if code := exitCode(t, err); code != 3 || !strings.Contains(err.Error(), "30d ranking") || !strings.Contains(err.Error(), "not computed yet") {
-			t.Errorf("get %v --window 30d before the window was computed: exit %d (%v), want 3 and \"not computed yet\"", args, code, err)
+		if code := exitCode(t, err); code != 3 || !strings.Contains(err.Error(), "ranking over the last 30 days yet") {
+			t.Errorf("get %v --window 30d before the window was computed: exit %d (%v), want 3 and \"ranking over the last 30 days yet\"", args, code, err)
 		}
 	}
 	if _, err := getJSON(t, r.Addr(), "w1", "--window", "24h"); err != nil {
@@ -102,8 +78,8 @@ func TestGetWindow(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if g.Window != win || g.Workspace != "w1" || fmt.Sprint(g.Entries) != fmt.Sprint(want) || g.K != 10 {
-				t.Errorf("--json: window %q workspace %q entries %v k %d, want %s w1 %v 10", g.Window, g.Workspace, g.Entries, g.K, win, want)
+			if g.Window != win || g.Workspace != "w1" || fmt.Sprint(g.Entries) != fmt.Sprint(want) {
+				t.Errorf("--json: window %q workspace %q entries %v, want %s w1 %v", g.Window, g.Workspace, g.Entries, win, want)
 			}
 			if !g.ComputedAt.Equal(now.Truncate(time.Millisecond)) || !g.WindowEnd.Equal(g.ComputedAt) {
 				t.Errorf("--json: computed_at %v window_end %v, want the scheduler's now %v", g.ComputedAt, g.WindowEnd, now)
@@ -118,28 +94,26 @@ func TestGetWindow(t *testing.T) {
 			if !g.WindowStart.Equal(wantStart) {
 				t.Errorf("--json: window_start %v, want %v", g.WindowStart.UTC(), wantStart.UTC())
 			}
-			// The hour's counts are exact and carry no bounds; the other
-			// windows' carry theirs, here all exact and certain.
-			wantBounds := "[{0 true} {0 true} {0 true} {0 true}]"
-			if win == keys.Window1h {
-				wantBounds = "[]"
+			// Every window's counts are exact here, and certain.
+			for _, it := range g.Items {
+				if it.Error != 0 || !it.Guaranteed {
+					t.Errorf("--json: item %+v, want error 0 and guaranteed", it)
+				}
 			}
-			if g.ErrorBound != 0 || fmt.Sprint(g.Bounds) != wantBounds {
-				t.Errorf("--json: error_bound %d bounds %v, want 0 and %s", g.ErrorBound, g.Bounds, wantBounds)
-			}
-			if g.Stale || g.AgeSeconds < 0 || g.AgeSeconds > time.Since(now).Seconds()+1 || g.CheckedAt.IsZero() {
-				t.Errorf("--json: stale %v age %.3f checked_at %v right after a pass", g.Stale, g.AgeSeconds, g.CheckedAt)
+			if !g.Exact || g.Stale || g.AgeSeconds < 0 || g.AgeSeconds > time.Since(now).Seconds()+1 {
+				t.Errorf("--json: exact %v stale %v age %.3f right after a pass", g.Exact, g.Stale, g.AgeSeconds)
 			}
 
 			out := mustRun(t, "get", "--redis", r.Addr(), "--workspace", "w1", "--window", win)
 			lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
 			header := map[string]string{
-				keys.Window1h: fmt.Sprintf("workspace w1: top 4 of the last hour (%s - %s UTC), fresh as of ",
+				keys.Window1h: fmt.Sprintf("workspace w1: top 4 of the last hour (%s - %s UTC), updated ",
 					wantStart.UTC().Format("15:04:05"), now.UTC().Format("15:04:05")),
-				keys.WindowAll: fmt.Sprintf("workspace w1: top 4 of all time (to %s UTC), fresh as of ", now.UTC().Format("2006-01-02 15:04:05")),
+				keys.WindowAll: fmt.Sprintf("workspace w1: top 4 of all time (to %s UTC), updated ", now.UTC().Format("2006-01-02 15:04:05")),
 			}[win]
 			if header == "" {
-				header = fmt.Sprintf("workspace w1: top 4 of the last %s (%s - %s UTC), fresh as of ", win,
+				header = fmt.Sprintf("workspace w1: top 4 of the last %s (%s - %s UTC), updated ",
+					map[string]string{keys.Window24h: "24 hours", keys.Window7d: "7 days", keys.Window30d: "30 days"}[win],
 					wantStart.UTC().Format("2006-01-02 15:04"), now.UTC().Format("2006-01-02 15:04"))
 			}
 			if !strings.HasPrefix(lines[0], header) || strings.Contains(lines[0], "STALE") {
@@ -156,18 +130,19 @@ func TestGetWindow(t *testing.T) {
 
 			// The global ranking over the same window.
 			out = mustRun(t, "get", "--redis", r.Addr(), "--global", "--window", win, "--json")
-			var gl globalJSONOutput
+			// GET /v1/top/global's answer (decoded strictly).
+			var gl api.Response
 			dec := json.NewDecoder(strings.NewReader(out))
 			dec.DisallowUnknownFields()
 			if err := dec.Decode(&gl); err != nil {
 				t.Fatalf("get --global --json: %v\n%s", err, out)
 			}
-			if got := fmt.Sprint(gl.Entries); gl.Window != win || !strings.HasPrefix(got, "[{1 w2/c-a 7 0 true} {2 w1/c-a 5 0 true}") || len(gl.Entries) != 5 {
-				t.Errorf("get --global --window %s --json: window %q entries %s", win, gl.Window, got)
+			if got := fmt.Sprint(gl.Items); gl.Window != win || gl.Workspace != "" || !strings.HasPrefix(got, "[{1 w2/c-a 7 0 true} {2 w1/c-a 5 0 true}") || len(gl.Items) != 5 {
+				t.Errorf("get --global --window %s --json: window %q workspace %q items %s", win, gl.Window, gl.Workspace, got)
 			}
-			if !gl.WindowStart.Equal(wantStart) || !gl.ComputedAt.Equal(now.Truncate(time.Millisecond)) || gl.Stale || gl.ErrorBound != 0 || gl.Events != 19 {
-				t.Errorf("get --global --window %s --json: window_start %v computed_at %v stale %v error_bound %d events %d",
-					win, gl.WindowStart.UTC(), gl.ComputedAt, gl.Stale, gl.ErrorBound, gl.Events)
+			if !gl.WindowStart.Equal(wantStart) || !gl.ComputedAt.Equal(now.Truncate(time.Millisecond)) || gl.Stale || !gl.Exact {
+				t.Errorf("get --global --window %s --json: window_start %v computed_at %v stale %v exact %v",
+					win, gl.WindowStart.UTC(), gl.ComputedAt, gl.Stale, gl.Exact)
 			}
 			out = mustRun(t, "get", "--redis", r.Addr(), "--global", "--window", win, "--k", "2")
 			lines = strings.Split(strings.TrimRight(out, "\n"), "\n")
@@ -175,7 +150,7 @@ func TestGetWindow(t *testing.T) {
 			if win == keys.WindowAll {
 				wantHeader = "global: top 2 of all time (to "
 			}
-			if !strings.HasPrefix(lines[0], wantHeader) || len(lines) != 5 ||
+			if !strings.HasPrefix(lines[0], wantHeader) || len(lines) != 5 || !strings.Contains(lines[1], ": 19 events in the window, counts at most ±0") ||
 				fmt.Sprint(strings.Fields(lines[3])) != "[1 7 ±0 yes w2/c-a]" || fmt.Sprint(strings.Fields(lines[4])) != "[2 5 ±0 yes w1/c-a]" {
 				t.Errorf("get --global --window %s --k 2:\n%s", win, out)
 			}
@@ -204,12 +179,13 @@ func TestGetWindowApproximate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fmt.Sprint(g.Entries) != "[{1 c-a 10} {2 c-c 3}]" || g.ErrorBound != 1 || fmt.Sprint(g.Bounds) != "[{1 true} {1 false}]" {
-		t.Errorf("--json: entries %v error_bound %d bounds %v, want [{1 c-a 10} {2 c-c 3}], 1, [{1 true} {1 false}]", g.Entries, g.ErrorBound, g.Bounds)
+	// Each item carries its bound, as GET /v1/top's do.
+	if fmt.Sprint(g.Items) != "[{1 c-a 10 1 true} {2 c-c 3 1 false}]" || g.Exact {
+		t.Errorf("--json: items %v exact %v, want [{1 c-a 10 1 true} {2 c-c 3 1 false}], false", g.Items, g.Exact)
 	}
 	out := mustRun(t, "get", "--redis", r.Addr(), "--workspace", "w1", "--window", "24h")
 	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
-	if len(lines) != 5 || !strings.HasPrefix(lines[0], "workspace w1: top 2 of the last 24h (") ||
+	if len(lines) != 5 || !strings.HasPrefix(lines[0], "workspace w1: top 2 of the last 24 hours (") ||
 		lines[1] != "approximate: a rollup dropped members, counts are within ±1" ||
 		fmt.Sprint(strings.Fields(lines[2])) != "[RANK COUNT ERROR IN TOP K CHANNEL]" ||
 		fmt.Sprint(strings.Fields(lines[3])) != "[1 10 ±1 yes c-a]" || fmt.Sprint(strings.Fields(lines[4])) != "[2 3 ±1 maybe c-c]" {
@@ -230,7 +206,7 @@ func TestGetWindowErrors(t *testing.T) {
 				if code := exitCode(t, err); code != 2 {
 					t.Fatalf("get %v --window %q (Redis %s): exit %d (%v), want 2\n%s", args, win, addr, code, err, out)
 				}
-				if msg := fmt.Sprintf("unknown --window %q: want one of 1h, 24h, 7d, 30d, all", win); err.Error() != msg {
+				if msg := fmt.Sprintf("unknown --window %q: want 1h, 24h, 7d, 30d or all (see topk get --help)", win); err.Error() != msg {
 					t.Errorf("get %v --window %q: error %q, want %q", args, win, err, msg)
 				}
 				if out != "" {
@@ -241,7 +217,7 @@ func TestGetWindowErrors(t *testing.T) {
 	}
 	// A known window that has no ranking for the workspace: not found.
 	_, _, err := runCLI(t, "get", "--redis", r.Addr(), "--workspace", "known", "--window", "7d")
-	if code := exitCode(t, err); code != 3 || !strings.Contains(err.Error(), `the 7d ranking of workspace "known" is not computed yet`) {
+	if code := exitCode(t, err); code != 3 || !strings.Contains(err.Error(), `workspace "known" has no ranking over the last 7 days yet`) {
 		t.Errorf("get --window 7d with no 7d ranking: exit %d (%v), want 3", code, err)
 	}
 }

@@ -125,7 +125,7 @@ func TestRebuildRestoresEverything(t *testing.T) {
 	counted := func() (bool, string) {
 		var total int64
 		for _, ws := range []string{"acme", "a}b", "50%", "w4", "w5"} {
-			g, err := getJSON(t, redis, ws, "--k", "0")
+			g, err := getJSON(t, redis, ws, "--k", "1000")
 			if err != nil {
 				return false, err.Error()
 			}
@@ -138,7 +138,7 @@ func TestRebuildRestoresEverything(t *testing.T) {
 		}
 		total = 0
 		for _, ws := range []string{"acme", "a}b", "50%", "w4", "w5"} {
-			g, err := getJSON(t, redis, ws, "--k", "0", "--window", "all")
+			g, err := getJSON(t, redis, ws, "--k", "1000", "--window", "all")
 			if err != nil {
 				return false, err.Error()
 			}
@@ -231,17 +231,14 @@ func compareSnapshots(t *testing.T, when string, want, got map[string]string) {
 // hold every item, so nothing but a double count could make them differ.
 func checkGlobalExact(t *testing.T, redis string, truth map[string]int64) {
 	t.Helper()
-	var g globalOutput
-	if err := json.Unmarshal([]byte(mustRun(t, "get", "--redis", redis, "--global", "--json", "--k", "100")), &g); err != nil {
-		t.Fatalf("topk get --global --json: %v", err)
-	}
+	g := getGlobalJSON(t, redis, "--k", "100")
 	want := testenv.ExactTop(truth, 100)
-	if len(g.Entries) != len(want) {
-		t.Fatalf("global top: %d entries, want %d", len(g.Entries), len(want))
+	if len(g.Items) != len(want) {
+		t.Fatalf("global top: %d items, want %d", len(g.Items), len(want))
 	}
-	for i, e := range g.Entries {
-		if e.Count != truth[e.ID] || e.Err != 0 || e.Count != want[i].Count {
-			t.Errorf("global entry %d: %s %d ±%d, want %s %d ±0", i+1, e.ID, e.Count, e.Err, want[i].ID, want[i].Count)
+	for i, e := range g.Items {
+		if e.Count != truth[e.ID] || e.Error != 0 || e.Count != want[i].Count {
+			t.Errorf("global item %d: %s %d ±%d, want %s %d ±0", i+1, e.ID, e.Count, e.Error, want[i].ID, want[i].Count)
 		}
 	}
 }

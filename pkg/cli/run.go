@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -234,11 +235,15 @@ func (d *display) print(ctx context.Context, p *loadgen.Progress, workers []*ing
 	}
 	for _, ws := range d.workspaces {
 		res, err := d.st.ReadTop(ctx, ws, keys.Window1h, d.rows)
-		if err != nil {
+		switch {
+		case errors.Is(err, store.ErrNoResult):
+			fmt.Fprintf(d.env.Out, "workspace %s: no ranking yet\n\n", ws)
+			continue
+		case err != nil:
 			fmt.Fprintf(d.env.Out, "workspace %s: %v\n\n", ws, err)
 			continue
 		}
-		printResult(d.env, "workspace "+ws, res, time.Since(res.FreshAt()))
+		_ = printTop(d.env, ws, res)
 		fmt.Fprintln(d.env.Out)
 	}
 	if d.activity != nil {

@@ -248,7 +248,7 @@ func TestRedisACL(t *testing.T) {
 
 	want := exactTop(counts)
 	waitFor(t, "the reader to see the exact ranking", func() (bool, string) {
-		g, err := getJSON(t, redis, "acme", append(reader, "--k", "0")...)
+		g, err := getJSON(t, redis, "acme", append(reader, "--k", "1000")...)
 		if err != nil {
 			return false, err.Error()
 		}
