@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -147,9 +148,9 @@ func (a *Activity) collect(w http.ResponseWriter, req *http.Request) {
 		writeError(w, http.StatusBadRequest, "cannot read the request body")
 		return
 	}
-	var raw []json.RawMessage
-	if err := json.Unmarshal(body, &raw); err != nil {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("the body must be a JSON array of events: %v", err))
+	raw, msg := eventArray(body)
+	if msg != "" {
+		writeError(w, http.StatusBadRequest, msg)
 		return
 	}
 	if len(raw) == 0 {
@@ -173,7 +174,8 @@ func (a *Activity) collect(w http.ResponseWriter, req *http.Request) {
 			err = a.Rule.Check(ev.TS, now)
 		}
 		if err != nil {
-			out.Items[i].Status, out.Items[i].Reason, out.Items[i].Error = "rejected", string(events.ReasonOf(err)), err.Error()
+			// The reason is the label; the error says what is wrong, once.
+			out.Items[i].Status, out.Items[i].Reason, out.Items[i].Error = "rejected", string(events.ReasonOf(err)), rejectDetail(err)
 			out.Rejected++
 			continue
 		}
@@ -204,6 +206,48 @@ func (a *Activity) collect(w http.ResponseWriter, req *http.Request) {
 		status = http.StatusServiceUnavailable
 	}
 	writeJSON(w, status, out)
+}
+
+// eventArray splits a POST body into its events, or says in a message
+// why it cannot: not JSON (where), or JSON but not an array (what it is).
+func eventArray(body []byte) (raw []json.RawMessage, msg string) {
+	const want = "the body must be a JSON array of events, [{...}, ...]"
+	t := bytes.TrimLeft(body, " \t\r\n")
+	if len(t) == 0 {
+		return nil, want + ": the body is empty"
+	}
+	if !json.Valid(body) {
+		err := json.Unmarshal(body, new(any))
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return nil, fmt.Sprintf("%s: the body is not valid JSON (at byte %d: %s)", want, se.Offset, se.Error())
+		}
+		return nil, want + ": the body is not valid JSON"
+	}
+	if t[0] != '[' {
+		kind := map[byte]string{'{': "an object", '"': "a string", 't': "a boolean", 'f': "a boolean", 'n': "null"}[t[0]]
+		if kind == "" {
+			kind = "a number"
+		}
+		return nil, fmt.Sprintf("%s, got %s (send even one event in an array)", want, kind)
+	}
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return nil, want // valid JSON and an array: unreachable
+	}
+	return raw, ""
+}
+
+// rejectDetail is what a rejection says, without its reason label (which
+// an item carries apart), and of an event rather than a Kafka record.
+func rejectDetail(err error) string {
+	var re *events.RejectError
+	if errors.As(err, &re) {
+		if rest, ok := strings.CutPrefix(re.Detail, "record value "); ok {
+			return "the event " + rest
+		}
+		return re.Detail
+	}
+	return err.Error()
 }
 
 // isJSON reports whether a Content-Type is application/json, with no
@@ -272,7 +316,7 @@ func (a *Activity) count(w http.ResponseWriter, req *http.Request) {
 		case usercount.Window1m, usercount.Window1h, usercount.Window24h:
 			out, err = WindowCount(ctx, a.Counts, user, typ, window, a.Now())
 		default:
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("unknown window %q (want 1m, 1h or 24h)", window))
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("unknown window %.40q: want 1m, 1h or 24h", window))
 			return
 		}
 	}
@@ -495,7 +539,7 @@ func (a *Activity) backendError(w http.ResponseWriter, err error, backend string
 	for _, bad := range []error{usercount.ErrBadRange, usercount.ErrUnknownWindow, rawstore.ErrInvalid,
 		geo.ErrInvalidCell, geo.ErrInvalidPoint, geo.ErrInvalidPrecision, geo.ErrInvalidBox, geo.ErrInvalidRange, geo.ErrInvalidType, geo.ErrTooLarge} {
 		if errors.Is(err, bad) {
-			writeError(w, http.StatusBadRequest, err.Error())
+			writeError(w, http.StatusBadRequest, plainError(err))
 			return
 		}
 	}
@@ -503,14 +547,22 @@ func (a *Activity) backendError(w http.ResponseWriter, err error, backend string
 	writeError(w, http.StatusServiceUnavailable, redisUnavailable("cannot reach "+backend, err))
 }
 
+// opPrefix matches the operations that the backends' errors start with
+// ("geo.bbox: ", "usercount: "), for the logs; a client is told what was
+// wrong, not where in topk it was found.
+var opPrefix = regexp.MustCompile(`^(?:[a-z]+(?:\.[A-Za-z]+)?: )+`)
+
+// plainError is the message of a backend's refusal of a request (400),
+// without operation prefixes.
+func plainError(err error) string { return opPrefix.ReplaceAllString(err.Error(), "") }
+
 // checkUser answers 400 for a user id that can never exist
 // (activity.CheckUserID): no event with it is accepted, counted or stored,
 // so there is nothing to read or delete, and a store asked about it could
 // only fail (PostgreSQL refuses a NUL outright).
 func checkUser(w http.ResponseWriter, user string) bool {
 	if err := activity.CheckUserID(user); err != nil {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("user id must be 1 to %d bytes of UTF-8 without control characters, so no user has this one: %v",
-			activity.MaxUserIDBytes, err))
+		writeError(w, http.StatusBadRequest, "no user can have this id: the user id"+strings.TrimPrefix(rejectDetail(err), "user_id"))
 		return false
 	}
 	return true
@@ -522,7 +574,7 @@ func checkType(w http.ResponseWriter, typ string) bool {
 		return true
 	}
 	if err := activity.CheckType(typ); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+		writeError(w, http.StatusBadRequest, rejectDetail(err))
 		return false
 	}
 	return true

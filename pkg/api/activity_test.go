@@ -252,6 +252,8 @@ func TestActivityCollect(t *testing.T) {
 		{`{"user_id":"u-mix","type":"login","ts":` + ts + `,"lat":10}`, "invalid_coordinates", "lat and lng come together"},
 		{`{"type":"login","ts":` + ts + `}`, "missing_field", "user_id is required"},
 		{`{"user_id":"u-mix","type":"login"}`, "missing_field", "ts is required"},
+		{`{"user_id":"u-mix","type":"login","ts":-1}`, "invalid_ts", "ts must be a positive number of unix milliseconds (the event time), got -1"},
+		{`{"user_id":"u-mix","type":"login","ts":` + ts + `,"user_id":"u-other"}`, "malformed_json", "field user_id is given more than once"},
 		{`{"user_id":"u-mix","ts":` + ts + `}`, "missing_field", "type is required"},
 		{`{"user_id":"u-mix","type":"Log In","ts":` + ts + `}`, "invalid_type", `has byte 'L' outside [a-z0-9_.-]`},
 		{`{"user_id":"u-mix","type":"login","ts":"` + ts + `"}`, "wrong_type", "ts must be an integer"},
@@ -306,13 +308,14 @@ func TestActivityCollect(t *testing.T) {
 		code       int
 		want       string
 	}{
-		{"bad JSON", `[{"user_id":"u","type":"login","ts":1`, 400, "the body must be a JSON array of events: unexpected end of JSON input"},
-		{"not JSON", `user_id=u&type=login`, 400, "the body must be a JSON array of events: invalid character"},
-		{"an object", string(okA.Encode()), 400, "the body must be a JSON array of events: json: cannot unmarshal object"},
-		{"a number", `7`, 400, "the body must be a JSON array of events"},
-		{"no body", ``, 400, "the body must be a JSON array of events"},
+		{"bad JSON", `[{"user_id":"u","type":"login","ts":1`, 400, "the body must be a JSON array of events, [{...}, ...]: the body is not valid JSON (at byte 37: unexpected end of JSON input)"},
+		{"not JSON", `user_id=u&type=login`, 400, "the body is not valid JSON (at byte 1: invalid character 'u' looking for beginning of value)"},
+		{"an object", string(okA.Encode()), 400, "the body must be a JSON array of events, [{...}, ...], got an object (send even one event in an array)"},
+		{"a number", `7`, 400, "the body must be a JSON array of events, [{...}, ...], got a number"},
+		{"a string", ` "x"`, 400, "got a string"},
+		{"no body", ``, 400, "the body must be a JSON array of events, [{...}, ...]: the body is empty"},
 		{"empty array", `[]`, 400, "empty batch: send 1 to 1000 events"},
-		{"null", `null`, 400, "empty batch: send 1 to 1000 events"},
+		{"null", `null`, 400, "got null"},
 		{"1001 events", over, 413, "1001 events in one batch, the limit is 1000"},
 		{"body too large", string(big), 413, fmt.Sprintf("request body over %d bytes", api.MaxActivityBody)},
 	} {
@@ -511,7 +514,7 @@ func TestActivityCount(t *testing.T) {
 		for _, tc := range []struct {
 			user, q, want string
 		}{
-			{u1, "window=2h", `unknown window "2h" (want 1m, 1h or 24h)`},
+			{u1, "window=2h", `unknown window "2h": want 1m, 1h or 24h`},
 			{u1, "window=1H", `unknown window "1H"`},
 			{u1, "window=", "missing window (1m, 1h or 24h) or from and to"},
 			{u1, "", "missing window (1m, 1h or 24h) or from and to"},
@@ -531,12 +534,12 @@ func TestActivityCount(t *testing.T) {
 			{u1, "window=1m&type=a:b", "outside [a-z0-9_.-]"},
 			{u1, "window=1h&type=*", "outside [a-z0-9_.-]"},
 			{u1, valid + "&type=" + strings.Repeat("t", 65), "type must be 1 to 64 bytes"},
-			{strings.Repeat("u", 129), "window=1h", "user id must be 1 to 128 bytes"},
+			{strings.Repeat("u", 129), "window=1h", "no user can have this id: the user id is 129 bytes, the limit is 128"},
 			// Issue 14, 1: ids that can never exist are the client's
 			// mistake (400), not a store's failure (503).
-			{"x\x00", "window=1h", "no user has this one: invalid_id: user_id \"x\\x00\" has control character U+0000"},
+			{"x\x00", "window=1h", "no user can have this id: the user id \"x\\x00\" has control character U+0000"},
 			{"a\tb", valid, "control character U+0009"},
-			{"a\xffb", "window=1h", "invalid_utf8"},
+			{"a\xffb", "window=1h", "the user id is not valid UTF-8"},
 		} {
 			wantError(t, srv, countPath(tc.user, tc.q), http.StatusBadRequest, tc.want)
 		}
@@ -692,16 +695,16 @@ func TestActivityList(t *testing.T) {
 			{listPath(user, from, to, "&limit=1001"), "limit must be an integer in [1, 1000]"},
 			{listPath(user, from, to, "&limit=-1"), "limit must be an integer in [1, 1000]"},
 			{listPath(user, from, to, "&limit=ten"), `limit must be an integer in [1, 1000], got "ten"`},
-			{listPath(strings.Repeat("u", 129), from, to, ""), "user id must be 1 to 128 bytes"},
+			{listPath(strings.Repeat("u", 129), from, to, ""), "no user can have this id: the user id is 129 bytes, the limit is 128"},
 			// Issue 14, 1: PostgreSQL refuses a NUL outright, which
 			// answered 503; no such user can exist.
-			{listPath("x\x00", from, to, ""), "no user has this one: invalid_id"},
+			{listPath("x\x00", from, to, ""), "no user can have this id: the user id \"x\\x00\" has control character"},
 			{listPath("\x7f", from, to, ""), "control character U+007F"},
 		} {
 			wantError(t, srv, tc.path, http.StatusBadRequest, tc.want)
 		}
-		wantSendError(t, srv, http.MethodDelete, "/v1/users/"+strings.Repeat("u", 129)+"/activity", nil, 400, "user id must be 1 to 128 bytes")
-		wantSendError(t, srv, http.MethodDelete, "/v1/users/x%00/activity", nil, 400, "no user has this one: invalid_id")
+		wantSendError(t, srv, http.MethodDelete, "/v1/users/"+strings.Repeat("u", 129)+"/activity", nil, 400, "no user can have this id: the user id is 129 bytes, the limit is 128")
+		wantSendError(t, srv, http.MethodDelete, "/v1/users/x%00/activity", nil, 400, "no user can have this id: the user id \"x\\x00\" has control character")
 	}
 	badParams()
 	if got := len(list(listPath(user, t0.Add(-day), t0, "&limit=1000")).Events); got != 4 {

@@ -55,8 +55,11 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
+	"github.com/topk-dev/topk/pkg/events"
 	"github.com/topk-dev/topk/pkg/keys"
 	"github.com/topk-dev/topk/pkg/store"
 )
@@ -135,14 +138,14 @@ func (h *handler) params(w http.ResponseWriter, req *http.Request) (window strin
 		known = known || win == window
 	}
 	if !known {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("unknown window %q (served: %v)", window, Windows))
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("unknown window %.40q: want %s", window, windowList))
 		return "", 0, false
 	}
 	k = 100
 	if v := q.Get("k"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > MaxK {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("k must be an integer in [1, %d], got %q", MaxK, v))
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("k must be an integer from 1 to %d (the number of items to return), got %.40q", MaxK, v))
 			return "", 0, false
 		}
 		k = n
@@ -158,6 +161,9 @@ func (h *handler) workspace(w http.ResponseWriter, req *http.Request) {
 	ws := req.URL.Query().Get("workspace")
 	if ws == "" {
 		writeError(w, http.StatusBadRequest, "missing workspace parameter")
+		return
+	}
+	if !checkID(w, "workspace", ws) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(req.Context(), ReadTimeout)
@@ -194,6 +200,32 @@ func (h *handler) readError(w http.ResponseWriter, err error, notFound string) {
 	}
 	h.log.Warn("api: read failed", "err", err)
 	writeError(w, http.StatusServiceUnavailable, redisUnavailable("cannot read the cached rankings from Redis", err))
+}
+
+// windowList is Windows as a message lists them: "1h, 24h, 7d, 30d or all".
+var windowList = strings.Join(Windows[:len(Windows)-1], ", ") + " or " + Windows[len(Windows)-1]
+
+// checkID answers 400 for a workspace or channel id no event can have
+// (events.Decode's rule: 1 to events.MaxIDBytes bytes of UTF-8, without
+// U+FFFD), so that it is not looked up and answered 404 as if its ranking
+// were merely not computed yet. what names the id: "workspace", "channel
+// id".
+func checkID(w http.ResponseWriter, what, id string) bool {
+	var why string
+	switch {
+	case id == "":
+		why = "is empty"
+	case len(id) > events.MaxIDBytes:
+		why = fmt.Sprintf("is %d bytes, more than the %d an id may have", len(id), events.MaxIDBytes)
+	case !utf8.ValidString(id):
+		why = "is not valid UTF-8 (send it percent-encoded UTF-8)"
+	case strings.ContainsRune(id, utf8.RuneError):
+		why = "holds U+FFFD, which no id has (it marks text that was not valid UTF-8)"
+	default:
+		return true
+	}
+	writeError(w, http.StatusBadRequest, fmt.Sprintf("%s %.60q %s: no event has such an id", what, id, why))
+	return false
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {

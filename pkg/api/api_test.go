@@ -107,7 +107,7 @@ func TestAPI(t *testing.T) {
 		{"/v1/top", "missing workspace", 400},
 		{"/v1/top?workspace=w2&window=2h", `unknown window \"2h\"`, 400},
 		{"/trending?window=bogus", "unknown window", 400},
-		{"/v1/top?workspace=w2&k=0", "k must be an integer in [1, 1000]", 400},
+		{"/v1/top?workspace=w2&k=0", `k must be an integer from 1 to 1000 (the number of items to return), got \"0\"`, 400},
 		{"/v1/top/global?k=1001", "k must be", 400},
 		{"/v1/top?workspace=w2&k=x", "k must be", 400},
 		{"/v1/top?workspace=nobody", `the 1h ranking of workspace \"nobody\" is not computed yet`, 404},
@@ -634,7 +634,7 @@ func TestAPIErrors(t *testing.T) {
 		for _, win := range api.Windows {
 			for _, path := range routes("w", win) {
 				for _, k := range []string{"0", "-1", "1001", "x", "1.5", "1e2", "%20"} {
-					wantError(t, srv, path+"&k="+k, http.StatusBadRequest, "k must be an integer in [1, 1000]")
+					wantError(t, srv, path+"&k="+k, http.StatusBadRequest, "k must be an integer from 1 to 1000")
 				}
 			}
 			wantError(t, srv, "/v1/top?window="+win, http.StatusBadRequest, "missing workspace parameter")
@@ -645,7 +645,7 @@ func TestAPIErrors(t *testing.T) {
 				wantError(t, srv, path, http.StatusBadRequest, "unknown window")
 			}
 		}
-		wantError(t, srv, "/trending?window=1w", http.StatusBadRequest, `unknown window "1w" (served: [1h 24h 7d 30d all])`)
+		wantError(t, srv, "/trending?window=1w", http.StatusBadRequest, `unknown window "1w": want 1h, 24h, 7d, 30d or all`)
 	}
 	badParams()
 	for _, path := range []string{"/healthz", "/readyz"} {

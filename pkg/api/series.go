@@ -75,6 +75,9 @@ func (s *Series) serve(w http.ResponseWriter, req *http.Request) {
 		writeError(w, http.StatusBadRequest, "empty workspace parameter (leave it out for global item ids)")
 		return
 	}
+	if hasWS && !checkID(w, "workspace", ws) {
+		return
+	}
 	var ids []string
 	for _, v := range q["ids"] {
 		ids = append(ids, strings.Split(v, ",")...)
@@ -95,12 +98,18 @@ func (s *Series) serve(w http.ResponseWriter, req *http.Request) {
 			return
 		}
 		if hasWS {
+			if !checkID(w, "channel id", id) {
+				return
+			}
 			sids[i] = store.SeriesID{Workspace: ws, Channel: id}
 			continue
 		}
 		gws, ch, err := keys.ParseGlobalItem(id)
 		if err != nil {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("id %q is not a global item id <workspace>/<channel> (or pass workspace=W for channel ids)", id))
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("id %.60q is not a global item id <workspace>/<channel> (or pass workspace=W for channel ids)", id))
+			return
+		}
+		if !checkID(w, "the workspace of id", gws) || !checkID(w, "the channel of id", ch) {
 			return
 		}
 		sids[i] = store.SeriesID{Workspace: gws, Channel: ch}
