@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -524,4 +525,128 @@ func TestLeaderboardPageToken(t *testing.T) {
 	if tok, err = chromedp.Run(tab, chromedp.Evaluate[tokenState](readToken)); err != nil || tok.Asked || tok.Stored != read {
 		t.Errorf("after typing the token: form shown %v, stored %v (%v)", tok.Asked, tok.Stored == read, err)
 	}
+}
+
+// bidiRows reads, for each row of both panels, the name as shown and
+// whether each id part is a <bdi>, and whether any text of the page (the
+// tooltips included) still holds a bidirectional formatting character.
+const bidiRows = `(() => {
+  const bidi = /[\u202A-\u202E\u2066-\u2069\u200E\u200F\u061C]/;
+  const rows = Array.from(document.querySelectorAll("li.row")).map((li) => {
+    const name = li.querySelector(".name");
+    return {
+      name: name.textContent,
+      title: name.title,
+      isolated: Array.from(name.children).every((c) => c.tagName === "BDI" || c.textContent === "/"),
+    };
+  });
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  let raw = "";
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) if (bidi.test(n.data)) raw = n.data;
+  document.querySelectorAll("[title]").forEach((e) => { if (bidi.test(e.title)) raw = e.title; });
+  document.querySelectorAll("input").forEach((e) => { if (bidi.test(e.value)) raw = e.value; });
+  return {rows, raw, title: document.querySelector("#workspace-panel .title").textContent,
+    input: document.getElementById("workspace").value};
+})()`
+
+type bidiState struct {
+	Rows []struct {
+		Name     string `json:"name"`
+		Title    string `json:"title"`
+		Isolated bool   `json:"isolated"`
+	} `json:"rows"`
+	Raw   string `json:"raw"`
+	Title string `json:"title"`
+	Input string `json:"input"`
+}
+
+// TestLeaderboardPageBidi: ids with bidirectional formatting characters
+// (an override that would show "\u202Elareneg" as "general", isolates, a
+// mark) are shown with those characters as visible marks, <U+202E>, never
+// applied; every id is in a <bdi>, so a right-to-left id (Hebrew here)
+// keeps its order without moving the rank or the count; the workspace's
+// title too. Screenshot leaderboard-bidi-320px.png.
+func TestLeaderboardPageBidi(t *testing.T) {
+	chrome := chromiumPath(t)
+	r := testenv.Redis(t)
+	st := store.New(testenv.Client(t, r.Addr()), keys.New(""), productWindow, store.Options{})
+	ctx := context.Background()
+	m := window.Minute(time.Now())
+	const ws = "\u202eacme"
+	counts := store.Counts{}
+	counts.Add(ws, m, "\u202elareneg", 40)
+	counts.Add(ws, m, "\u2067ops\u2069-x", 30)
+	counts.Add(ws, m, "שלום", 20)
+	counts.Add(ws, m, "a\u200fb", 10)
+	if err := st.Apply(ctx, st.Prepare(counts)); err != nil {
+		t.Fatal(err)
+	}
+	tick(t, st, time.Now(), 0, nil)
+	srv := httptest.NewServer(serveMux(st, api.DefaultCacheFor))
+	t.Cleanup(srv.Close)
+	bctx := browser(t, chrome, 30*time.Second, func(string, string) bool { return false })
+	if err := chromedp.Do(bctx,
+		chromedp.EmulateViewport(320, 720, chromedp.EmulateScale(2)),
+		chromedp.Navigate(srv.URL+"/?workspace="+url.QueryEscape(ws)),
+	); err != nil {
+		t.Fatalf("chromium (%s) could not load the page: %v", chrome, err)
+	}
+	wantWS := []string{"<U+202E>lareneg", "<U+2067>ops<U+2069>-x", "שלום", "a<U+200F>b"}
+	want := slices.Clone(wantWS) // the workspace's panel, then the global one
+	for _, ch := range wantWS {
+		want = append(want, "<U+202E>acme/"+ch)
+	}
+	var s bidiState
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var err error
+		if s, err = chromedp.Run(bctx, chromedp.Evaluate[bidiState](bidiRows)); err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, row := range s.Rows {
+			names = append(names, row.Name)
+		}
+		if slices.Equal(names, want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("rows %q, want %q", names, want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, row := range s.Rows {
+		if !row.Isolated {
+			t.Errorf("%q: an id part is not in a <bdi>", row.Name)
+		}
+		if strings.ContainsAny(row.Title, "\u202e\u2067\u2069\u200f") {
+			t.Errorf("%q: the tooltip %q applies a bidirectional character", row.Name, row.Title)
+		}
+	}
+	if s.Raw != "" {
+		t.Errorf("the page shows a bidirectional formatting character as is, in %q", s.Raw)
+	}
+	if s.Title != "Workspace <U+202E>acme · 1h" || s.Input != "<U+202E>acme" {
+		t.Errorf("workspace title %q, field %q; want both with the mark <U+202E>", s.Title, s.Input)
+	}
+	shot, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	// The marks typed in the field are the characters: the same
+	// workspace, shown again.
+	if err := chromedp.Do(bctx,
+		chromedp.SetValue(chromedp.ID("workspace"), "<u+202e>acme"),
+		chromedp.Click(chromedp.CSS(`#controls button[type="submit"]`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	waitPage(t, bctx, "the workspace typed with a mark", 5*time.Second, func(p pageState) bool {
+		return strings.HasPrefix(p.Workspace.rows(), "1 <U+202E>lareneg 40") && strings.Contains(p.URL, "workspace=%E2%80%AEacme")
+	})
+	path := filepath.Join(artifactDir(t), "leaderboard-bidi-320px.png")
+	if err := os.WriteFile(path, shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", path)
 }

@@ -229,13 +229,14 @@
     li.appendChild(el("span", "rank", String(it.rank)));
 
     var name = el("span", "name");
-    name.title = it.id;
+    name.title = showBidi(it.id);
     if (which === "global") {
       var cut = it.id.indexOf("/");
-      name.appendChild(el("span", "wsname", decodePart(it.id.slice(0, cut)) + "/"));
-      name.appendChild(el("span", "ch", decodePart(it.id.slice(cut + 1))));
+      name.appendChild(idNode("wsname", decodePart(it.id.slice(0, cut))));
+      name.appendChild(el("span", "wsname", "/"));
+      name.appendChild(idNode("ch", decodePart(it.id.slice(cut + 1))));
     } else {
-      name.appendChild(el("span", "ch", it.id));
+      name.appendChild(idNode("ch", it.id));
     }
     li.appendChild(name);
     li.appendChild(sparkline(counts));
@@ -251,6 +252,49 @@
     }
     li.appendChild(count);
     return li;
+  }
+
+  // BIDI matches the bidirectional formatting characters: the embeddings
+  // and overrides U+202A..U+202E, the isolates U+2066..U+2069 and the marks
+  // U+200E, U+200F and U+061C. Ids are any UTF-8, so one may hold them, and
+  // applied they would make it display as another id ("\u202Elareneg" as
+  // "general") or reorder the text around it. The page shows them instead,
+  // as marks like <U+202E>.
+  var BIDI = /[\u202A-\u202E\u2066-\u2069\u200E\u200F\u061C]/g;
+
+  function bidiMark(c) {
+    return "<U+" + ("000" + c.charCodeAt(0).toString(16).toUpperCase()).slice(-4) + ">";
+  }
+
+  // showBidi is s with its bidirectional formatting characters as marks,
+  // for plain text (a tooltip).
+  function showBidi(s) {
+    return s.replace(BIDI, bidiMark);
+  }
+
+  // readBidi undoes showBidi: each mark of a bidirectional formatting
+  // character is that character again.
+  function readBidi(s) {
+    return s.replace(/<U\+(202[A-E]|206[6-9]|200[EF]|061C)>/gi, function (_, hex) {
+      return String.fromCharCode(parseInt(hex, 16));
+    });
+  }
+
+  // idNode is an id as the page shows it: in a <bdi>, so that a
+  // right-to-left id reads as it should without moving the rank, the
+  // count or the "/" beside it, and with its bidirectional formatting
+  // characters shown as marks (class "ctl") rather than applied.
+  function idNode(cls, s) {
+    var b = el("bdi", cls);
+    var last = 0;
+    s.replace(BIDI, function (c, at) {
+      if (at > last) b.appendChild(document.createTextNode(s.slice(last, at)));
+      b.appendChild(el("span", "ctl", bidiMark(c)));
+      last = at + c.length;
+      return c;
+    });
+    if (last < s.length) b.appendChild(document.createTextNode(s.slice(last)));
+    return b;
   }
 
   // decodePart undoes the %XX escapes of a global item id's part.
@@ -340,7 +384,7 @@
   function apply() {
     var ws = panels.workspace;
     ws.el.hidden = !state.workspace;
-    ws.title.textContent = "Workspace " + state.workspace + " · " + state.window;
+    ws.title.replaceChildren("Workspace ", idNode("wsid", state.workspace), " · " + state.window);
     panels.global.title.textContent = "Global · " + state.window;
     if (!state.workspace) {
       ws.result = null;
@@ -354,11 +398,15 @@
     document.getElementById("refresh-note").textContent = "Refreshes every " + state.refresh + " s.";
   }
 
-  input.value = state.workspace;
+  // The field shows the workspace's bidirectional formatting characters
+  // as marks too (an input cannot hold a <bdi>), and reads marks back as
+  // the characters, so such a workspace can be shown and typed.
+  input.value = showBidi(state.workspace);
   form.elements.namedItem("window").value = state.window;
   form.addEventListener("submit", function (e) {
     e.preventDefault();
-    var ws = input.value.trim();
+    var ws = readBidi(input.value.trim());
+    input.value = showBidi(ws);
     if (ws !== state.workspace) {
       state.workspace = ws;
       panels.workspace.rows.replaceChildren();
