@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -12,6 +15,7 @@ import (
 
 	"github.com/topk-dev/topk/pkg/activity"
 	"github.com/topk-dev/topk/pkg/activityingest"
+	"github.com/topk-dev/topk/pkg/api"
 	"github.com/topk-dev/topk/pkg/events"
 	"github.com/topk-dev/topk/pkg/geo"
 	"github.com/topk-dev/topk/pkg/ingest"
@@ -99,18 +103,18 @@ func openRaw(c *cli.Context) (*rawstore.Postgres, error) {
 	defer cancel()
 	raw, err := rawstore.Open(ctx, dsn, rawstore.Options{})
 	if err != nil {
-		return nil, cli.Exit(fmt.Sprintf("cannot open the raw event store: %v", err), exitFailure)
+		return nil, cli.Exit(fmt.Sprintf("cannot open the raw event store: %v", plainError(err)), exitFailure)
 	}
 	if err := raw.Migrate(ctx); err != nil {
 		raw.Close()
-		return nil, cli.Exit(fmt.Sprintf("cannot create the raw event store's schema: %v", err), exitFailure)
+		return nil, cli.Exit(fmt.Sprintf("cannot create the raw event store's schema: %v", plainError(err)), exitFailure)
 	}
 	return raw, nil
 }
 
 func activityIngestCommand(env *Env) *cli.Command {
 	flags := []cli.Flag{brokersFlag(DefaultBrokers), activityTopicFlag(), redisFlag(DefaultRedis), prefixFlag()}
-	flags = append(flags, ingestFlags(activityingest.CountersGroup)...)
+	flags = append(flags, ingestFlags(activityingest.CountersGroup, activity.DLQTopic)...)
 	flags = append(flags, activityStoreFlags()...)
 	flags = append(flags, latenessFlag())
 	flags = append(flags, logFlags("info")...)
@@ -144,7 +148,7 @@ func activityIngestCommand(env *Env) *cli.Command {
 
 func activityArchiveCommand(env *Env) *cli.Command {
 	flags := []cli.Flag{brokersFlag(DefaultBrokers), activityTopicFlag(), postgresFlag("required"), rawRetentionFlag()}
-	flags = append(flags, ingestFlags(activityingest.RawGroup)...)
+	flags = append(flags, ingestFlags(activityingest.RawGroup, activityingest.RawDLQTopic)...)
 	flags = append(flags, logFlags("info")...)
 	flags = append(flags, metricsFlag())
 	return withConfig(&cli.Command{
@@ -215,14 +219,85 @@ func userFlags() []cli.Flag {
 	}
 }
 
+// checkUserType refuses, before any backend is dialled, a --user no user
+// can have and a bad --type (empty: all types).
+func checkUserType(path, user, typ string) error {
+	if err := activity.CheckUserID(user); err != nil {
+		return usageError(path, "no user can have this --user: %s", rejectDetail(err))
+	}
+	if typ != "" {
+		if err := activity.CheckType(typ); err != nil {
+			return usageError(path, "--type: %s", rejectDetail(err))
+		}
+	}
+	return nil
+}
+
+// rejectDetail is what a validation error says, without its reason label
+// ("invalid_id: ").
+func rejectDetail(err error) string {
+	var re *events.RejectError
+	if errors.As(err, &re) {
+		return re.Detail
+	}
+	return err.Error()
+}
+
+// opPrefix matches the operations a backend's error starts with
+// ("rawstore.List: ", "usercount: "): they say where in topk the error was
+// found, which the user does not need.
+var opPrefix = regexp.MustCompile(`^(?:[a-z]+(?:\.[A-Za-z]+)?: )+`)
+
+// plainError is err's message without operation prefixes.
+func plainError(err error) string { return opPrefix.ReplaceAllString(err.Error(), "") }
+
+// timeValue is a --from or --to: RFC 3339 or unix milliseconds, as the
+// HTTP API's from= and to= (api.ParseTime).
+type timeValue struct {
+	t   time.Time
+	set bool
+}
+
+func (v *timeValue) Set(s string) error {
+	t, err := api.ParseTime(s)
+	if err != nil {
+		return err
+	}
+	v.t, v.set = t, true
+	return nil
+}
+
+func (v *timeValue) String() string {
+	if v == nil || !v.set {
+		return ""
+	}
+	return v.t.Format(time.RFC3339Nano)
+}
+
+func timeFlag(name, usage string) cli.Flag {
+	return &cli.GenericFlag{Name: name, Value: &timeValue{}, Usage: usage}
+}
+
+// flagTime is the time a timeFlag was given (zero: not given).
+func flagTime(c *cli.Context, name string) time.Time {
+	if v, ok := c.Generic(name).(*timeValue); ok && v.set {
+		return v.t
+	}
+	return time.Time{}
+}
+
+// countWindows are the windows of a count and a rate limit.
+var countWindows = []string{usercount.Window1m, usercount.Window1h, usercount.Window24h}
+
 func activityCountCommand(env *Env) *cli.Command {
+	const path = "topk activity count"
 	flags := []cli.Flag{redisFlag(DefaultRedis), prefixFlag()}
 	flags = append(flags, userFlags()...)
 	flags = append(flags,
 		&cli.StringFlag{Name: "window", Usage: "1m (approximate: the seed's sliding estimate), 1h or 24h (exact)"},
-		&cli.TimestampFlag{Name: "from", Layout: time.RFC3339, Usage: "start of a range, RFC 3339 (a whole minute; with --to, instead of --window)"},
-		&cli.TimestampFlag{Name: "to", Layout: time.RFC3339, Usage: "end of the range, exclusive"},
-		&cli.BoolFlag{Name: "json", Usage: "print JSON"},
+		timeFlag("from", "start of a range, a whole minute: RFC 3339 (2026-03-24T10:00:00Z) or unix milliseconds (with --to, instead of --window)"),
+		timeFlag("to", "end of the range, excluded"),
+		&cli.BoolFlag{Name: "json", Usage: "print the HTTP API's JSON (GET /v1/users/{id}/activity/count)"},
 	)
 	flags = append(flags, logFlags("warn")...)
 	return withConfig(&cli.Command{
@@ -230,39 +305,50 @@ func activityCountCommand(env *Env) *cli.Command {
 		Usage:     "how many actions a user took in a window or a range",
 		UsageText: "topk activity count --user U [--type T] (--window 1m|1h|24h | --from T1 --to T2) [--json]",
 		Flags:     flags,
-		Action: serviceAction(env, func(c *cli.Context, st *store.Store, _ *slog.Logger) error {
-			users, _, err := activityStores(c, st)
-			if err != nil {
+		Action: func(c *cli.Context) error {
+			user, typ, win := c.String("user"), c.String("type"), c.String("window")
+			from, to := flagTime(c, "from"), flagTime(c, "to")
+			if err := checkUserType(path, user, typ); err != nil {
 				return err
 			}
-			user, typ, win := c.String("user"), c.String("type"), c.String("window")
-			from, to := c.Timestamp("from"), c.Timestamp("to")
-			var (
-				n    int64
-				what string
-			)
 			switch {
-			case win != "" && (from != nil || to != nil), win == "" && (from == nil || to == nil):
-				return cli.Exit("give --window, or --from and --to", exitUsage)
-			case win != "":
-				n, err = users.CountWindow(c.Context, user, typ, win, time.Now())
-				what = "last " + win
-				if win == usercount.Window1m {
+			case win != "" && (c.IsSet("from") || c.IsSet("to")), win == "" && (from.IsZero() || to.IsZero()):
+				return usageError(path, "give --window, or --from and --to")
+			case win != "" && !slices.Contains(countWindows, win):
+				return usageError(path, "unknown --window %q: want 1m, 1h or 24h", win)
+			case win == "" && (from.UnixMilli()%60_000 != 0 || to.UnixMilli()%60_000 != 0):
+				return usageError(path, "--from and --to must be whole minutes (counts are kept per minute)")
+			case win == "" && from.After(to):
+				return usageError(path, "--from (%s) is after --to (%s)", from.Format(time.RFC3339), to.Format(time.RFC3339))
+			}
+			return serviceAction(env, func(c *cli.Context, st *store.Store, _ *slog.Logger) error {
+				users, _, err := activityStores(c, st)
+				if err != nil {
+					return err
+				}
+				var out api.CountResponse
+				if win != "" {
+					out, err = api.WindowCount(c.Context, users, user, typ, win, time.Now())
+				} else {
+					out, err = api.RangeCount(c.Context, users, user, typ, from, to)
+				}
+				if err != nil {
+					return countError(err)
+				}
+				if c.Bool("json") {
+					return writeJSON(env, out)
+				}
+				what := "last " + win
+				switch {
+				case win == "":
+					what = out.From.Format(time.RFC3339) + " to " + out.To.Format(time.RFC3339)
+				case out.Approximate:
 					what += " (approximate)"
 				}
-			default:
-				n, err = users.Count(c.Context, user, typ, *from, *to)
-				what = from.UTC().Format(time.RFC3339) + " to " + to.UTC().Format(time.RFC3339)
-			}
-			if err != nil {
-				return countError(err)
-			}
-			if c.Bool("json") {
-				return writeJSON(env, map[string]any{"user_id": user, "type": typ, "window": win, "count": n})
-			}
-			fmt.Fprintf(env.Out, "%s %s: %d %s\n", user, what, n, typeText(typ))
-			return nil
-		}),
+				fmt.Fprintf(env.Out, "%s %s: %d %s\n", user, what, out.Count, typeText(typ))
+				return nil
+			})(c)
+		},
 	})
 }
 
@@ -274,19 +360,20 @@ func typeText(typ string) string {
 }
 
 // countError turns a count error into the CLI's: a usage error for bad
-// arguments, else Redis could not answer.
+// arguments (which the commands check first), else Redis could not answer.
 func countError(err error) error {
 	if errors.Is(err, usercount.ErrBadRange) || errors.Is(err, usercount.ErrUnknownWindow) || events.ReasonOf(err) == activity.ReasonInvalidType {
-		return cli.Exit(err.Error(), exitUsage)
+		return cli.Exit(plainError(err), exitUsage)
 	}
-	return cli.Exit(fmt.Sprintf("cannot read the counters from Redis: %v", err), exitFailure)
+	return cli.Exit(fmt.Sprintf("cannot read the counters from Redis: %v", plainError(err)), exitFailure)
 }
 
 func activityCheckCommand(env *Env) *cli.Command {
+	const path = "topk activity check"
 	flags := []cli.Flag{redisFlag(DefaultRedis), prefixFlag()}
 	flags = append(flags, userFlags()...)
 	flags = append(flags,
-		&cli.Int64Flag{Name: "limit", Required: true, Usage: "most actions allowed in the window"},
+		&cli.Int64Flag{Name: "limit", Required: true, DefaultText: "none, required", Usage: "most actions allowed in the window, at least 1"},
 		&cli.StringFlag{Name: "window", Value: usercount.Window1m, Usage: "1m, 1h or 24h"},
 	)
 	flags = append(flags, logFlags("warn")...)
@@ -296,63 +383,89 @@ func activityCheckCommand(env *Env) *cli.Command {
 		UsageText:   "topk activity check --user U --limit N [--type T] [--window 1m]",
 		Description: "Answered from the counters, which lag the events by the pipeline's freshness (seconds).",
 		Flags:       flags,
-		Action: serviceAction(env, func(c *cli.Context, st *store.Store, _ *slog.Logger) error {
-			users, _, err := activityStores(c, st)
-			if err != nil {
+		Action: func(c *cli.Context) error {
+			user, typ, win, limit := c.String("user"), c.String("type"), c.String("window"), c.Int64("limit")
+			if err := checkUserType(path, user, typ); err != nil {
 				return err
 			}
-			if c.Int64("limit") < 1 {
-				return cli.Exit("--limit must be at least 1", exitUsage)
+			if limit < 1 {
+				return usageError(path, "--limit must be at least 1, got %d", limit)
 			}
-			ok, n, err := users.Allow(c.Context, c.String("user"), c.String("type"), c.Int64("limit"), c.String("window"))
-			if err != nil {
-				return countError(err)
+			if !slices.Contains(countWindows, win) {
+				return usageError(path, "unknown --window %q: want 1m, 1h or 24h", win)
 			}
-			if !ok {
-				return cli.Exit(fmt.Sprintf("denied: %s has %d %s in the last %s, limit %d", c.String("user"), n, typeText(c.String("type")), c.String("window"), c.Int64("limit")), exitDenied)
-			}
-			fmt.Fprintf(env.Out, "allowed: %s has %d %s in the last %s, limit %d\n", c.String("user"), n, typeText(c.String("type")), c.String("window"), c.Int64("limit"))
-			return nil
-		}),
+			return serviceAction(env, func(c *cli.Context, st *store.Store, _ *slog.Logger) error {
+				users, _, err := activityStores(c, st)
+				if err != nil {
+					return err
+				}
+				ok, n, err := users.Allow(c.Context, user, typ, limit, win)
+				if err != nil {
+					return countError(err)
+				}
+				if !ok {
+					return cli.Exit(fmt.Sprintf("denied: %s has %d %s in the last %s, limit %d", user, n, typeText(typ), win, limit), exitDenied)
+				}
+				fmt.Fprintf(env.Out, "allowed: %s has %d %s in the last %s, limit %d\n", user, n, typeText(typ), win, limit)
+				return nil
+			})(c)
+		},
 	})
 }
 
 func activityListCommand(env *Env) *cli.Command {
+	const path = "topk activity list"
 	flags := []cli.Flag{postgresFlag("required"),
 		&cli.StringFlag{Name: "user", Required: true, Usage: "user id"},
-		&cli.TimestampFlag{Name: "from", Layout: time.RFC3339, Usage: "start, RFC 3339 (default: 30 days ago)"},
-		&cli.TimestampFlag{Name: "to", Layout: time.RFC3339, Usage: "end, exclusive (default: now)"},
-		&cli.StringFlag{Name: "cursor", Usage: "the next_cursor of a previous page"},
-		&cli.IntFlag{Name: "limit", Value: rawstore.DefaultLimit, Usage: "events per page"},
-		&cli.BoolFlag{Name: "json", Usage: "print JSON"},
+		timeFlag("from", "start: RFC 3339 (2026-03-24T10:00:00Z) or unix milliseconds (default: 30 days, the raw store's retention, before --to)"),
+		timeFlag("to", "end, excluded (default: now)"),
+		&cli.StringFlag{Name: "cursor", Usage: "where to continue: the cursor a previous page printed (next_cursor in JSON)"},
+		&cli.IntFlag{Name: "limit", Value: rawstore.DefaultLimit, Usage: fmt.Sprintf("events per page, 1 to %d", rawstore.MaxLimit)},
+		&cli.BoolFlag{Name: "json", Usage: "print the HTTP API's JSON (GET /v1/users/{id}/activity)"},
 	}
 	return withConfig(&cli.Command{
 		Name:  "list",
 		Usage: "a user's raw events, newest first, one page",
+		Description: "The range is the one of GET /v1/users/{id}/activity: --to defaults to now and --from to\n" +
+			"30 days (the raw store's retention) before --to.",
 		Flags: flags,
 		Action: func(c *cli.Context) error {
+			user, limit := c.String("user"), c.Int("limit")
+			if err := checkUserType(path, user, ""); err != nil {
+				return err
+			}
+			if limit < 1 || limit > rawstore.MaxLimit {
+				return usageError(path, "--limit must be from 1 to %d, got %d", rawstore.MaxLimit, limit)
+			}
+			from, to := api.ListRange(flagTime(c, "from"), flagTime(c, "to"), time.Now())
+			if from.After(to) {
+				return usageError(path, "--from (%s) is after --to (%s)", from.Format(time.RFC3339), to.Format(time.RFC3339))
+			}
 			raw, err := openRaw(c)
 			if err != nil {
 				return err
 			}
 			defer raw.Close()
-			to := time.Now()
-			from := to.Add(-rawstore.DefaultKeep)
-			if t := c.Timestamp("from"); t != nil {
-				from = *t
-			}
-			if t := c.Timestamp("to"); t != nil {
-				to = *t
-			}
-			evs, next, err := raw.List(c.Context, c.String("user"), from, to, c.String("cursor"), c.Int("limit"))
-			if errors.Is(err, rawstore.ErrInvalid) {
-				return cli.Exit(err.Error(), exitUsage)
-			}
-			if err != nil {
-				return cli.Exit(fmt.Sprintf("cannot read the raw event store: %v", err), exitFailure)
+			evs, next, err := raw.List(c.Context, user, from, to, c.String("cursor"), limit)
+			switch {
+			case errors.Is(err, rawstore.ErrOtherUsersCursor):
+				return usageError(path, "--cursor is from the listing of another user")
+			case errors.Is(err, rawstore.ErrBadCursor):
+				return usageError(path, "--cursor %.40q is not a cursor of this listing: give the one a previous page printed", c.String("cursor"))
+			case errors.Is(err, rawstore.ErrInvalid):
+				return usageError(path, "%s", strings.TrimPrefix(plainError(err), "invalid argument: "))
+			case err != nil:
+				return cli.Exit(fmt.Sprintf("cannot read the raw event store: %v", plainError(err)), exitFailure)
 			}
 			if c.Bool("json") {
-				return writeJSON(env, map[string]any{"events": evs, "next_cursor": next})
+				return writeJSON(env, api.NewListResponse(user, evs, next, from, to))
+			}
+			if len(evs) == 0 {
+				what := "no events"
+				if c.String("cursor") != "" {
+					what = "no more events"
+				}
+				fmt.Fprintf(env.Out, "%s of %s from %s to %s\n", what, user, from.Format(time.RFC3339), to.Format(time.RFC3339))
 			}
 			for _, e := range evs {
 				where := ""
@@ -370,6 +483,7 @@ func activityListCommand(env *Env) *cli.Command {
 }
 
 func activityDeleteCommand(env *Env) *cli.Command {
+	const path = "topk activity delete"
 	flags := []cli.Flag{redisFlag(DefaultRedis), prefixFlag(), postgresFlag("required"),
 		&cli.StringFlag{Name: "user", Required: true, Usage: "user id"}}
 	flags = append(flags, logFlags("warn")...)
@@ -379,36 +493,38 @@ func activityDeleteCommand(env *Env) *cli.Command {
 		Description: "Stop producing the user's events first: a record consumed after the delete counts again.\n" +
 			"Each store's delete is tried even if the other's fails; run the same delete again to finish the job.",
 		Flags: flags,
-		Action: serviceAction(env, func(c *cli.Context, st *store.Store, _ *slog.Logger) error {
+		Action: func(c *cli.Context) error {
 			user := c.String("user")
-			if err := activity.CheckUserID(user); err != nil {
-				return cli.Exit(fmt.Sprintf("no user can have this id: %v", err), exitUsage)
-			}
-			users, _, err := activityStores(c, st)
-			if err != nil {
+			if err := checkUserType(path, user, ""); err != nil {
 				return err
 			}
-			raw, err := openRaw(c)
-			if err != nil {
-				return err
-			}
-			defer raw.Close()
-			// Each store on its own, as DELETE /v1/users/{id}/activity
-			// does: one failing does not keep the other from its part.
-			k, cerr := users.DeleteUser(c.Context, user)
-			n, rerr := raw.DeleteUser(c.Context, user)
-			if cerr == nil && rerr == nil {
-				fmt.Fprintf(env.Out, "deleted %d raw events and %d counter keys of %s\n", n, k, user)
-				return nil
-			}
-			report := func(what string, deleted int64, err error) string {
+			return serviceAction(env, func(c *cli.Context, st *store.Store, _ *slog.Logger) error {
+				users, _, err := activityStores(c, st)
 				if err != nil {
-					return what + ": not deleted (" + err.Error() + ")"
+					return err
 				}
-				return fmt.Sprintf("%s: %d deleted", what, deleted)
-			}
-			return cli.Exit(fmt.Sprintf("%s; %s. Run the delete again to finish it", report("counter keys", int64(k), cerr), report("raw events", n, rerr)), exitFailure)
-		}),
+				raw, err := openRaw(c)
+				if err != nil {
+					return err
+				}
+				defer raw.Close()
+				// Each store on its own, as DELETE /v1/users/{id}/activity
+				// does: one failing does not keep the other from its part.
+				k, cerr := users.DeleteUser(c.Context, user)
+				n, rerr := raw.DeleteUser(c.Context, user)
+				if cerr == nil && rerr == nil {
+					fmt.Fprintf(env.Out, "deleted %d raw events and %d counter keys of %s\n", n, k, user)
+					return nil
+				}
+				report := func(what string, deleted int64, err error) string {
+					if err != nil {
+						return what + ": not deleted (" + plainError(err) + ")"
+					}
+					return fmt.Sprintf("%s: %d deleted", what, deleted)
+				}
+				return cli.Exit(fmt.Sprintf("%s; %s. Run the delete again to finish it", report("counter keys", int64(k), cerr), report("raw events", n, rerr)), exitFailure)
+			})(c)
+		},
 	})
 }
 

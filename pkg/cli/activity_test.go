@@ -1,7 +1,13 @@
 package cli_test
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -9,7 +15,11 @@ import (
 	"time"
 
 	"github.com/topk-dev/topk/pkg/activity"
+	"github.com/topk-dev/topk/pkg/api"
 	"github.com/topk-dev/topk/pkg/internal/testenv"
+	"github.com/topk-dev/topk/pkg/keys"
+	"github.com/topk-dev/topk/pkg/rawstore"
+	"github.com/topk-dev/topk/pkg/usercount"
 )
 
 var countRe = regexp.MustCompile(`^user-1 last 1h: (\d+) events\n$`)
@@ -43,8 +53,7 @@ func TestActivityCommands(t *testing.T) {
 			t.Fatalf("count output %q", out)
 		}
 		counted, _ = strconv.Atoi(m[1])
-		out = mustRun(t, "activity", "list", "--postgres", pg, "--user", "user-1", "--limit", "1000")
-		listed = strings.Count(out, "\n")
+		listed = len(listJSON(t, "--postgres", pg, "--user", "user-1", "--limit", "1000").Events)
 		if counted > 0 && counted == listed {
 			break
 		}
@@ -55,6 +64,7 @@ func TestActivityCommands(t *testing.T) {
 	}
 	ingest.stop(t)
 	archive.stop(t)
+	activityShapes(t, r.Addr(), pg, "user-1")
 
 	check := func(limit int, wantCode int, wantOut string) {
 		t.Helper()
@@ -79,8 +89,12 @@ func TestActivityCommands(t *testing.T) {
 	if out := mustRun(t, "activity", "count", "--redis", r.Addr(), "--user", "user-1", "--window", "1h"); out != "user-1 last 1h: 0 events\n" {
 		t.Fatalf("after delete: %q", out)
 	}
-	if out := mustRun(t, "activity", "list", "--postgres", pg, "--user", "user-1"); out != "" {
+	// An empty listing says so.
+	if out := mustRun(t, "activity", "list", "--postgres", pg, "--user", "user-1"); !regexp.MustCompile(`^no events of user-1 from \S+ to \S+\n$`).MatchString(out) {
 		t.Fatalf("after delete, raw events remain: %q", out)
+	}
+	if res := listJSON(t, "--postgres", pg, "--user", "user-1"); res.Events == nil || len(res.Events) != 0 || res.Next != "" {
+		t.Fatalf("after delete, --json: %+v, want no events", res)
 	}
 
 	for _, args := range [][]string{
@@ -91,6 +105,9 @@ func TestActivityCommands(t *testing.T) {
 		{"activity", "count", "--redis", r.Addr(), "--user", "u", "--window", "1h", "--type", "Bad:Type"},
 		{"activity", "check", "--redis", r.Addr(), "--user", "u", "--limit", "0"},
 		{"activity", "list", "--user", "u"},
+		{"activity", "list", "--postgres", pg, "--user", "u", "--from", "yesterday"},
+		{"activity", "list", "--postgres", pg, "--user", "u", "--from", "2026-01-02T00:00:00Z", "--to", "2026-01-01T00:00:00Z"},
+		{"activity", "list", "--postgres", pg, "--user", "u", "--cursor", "AAAA"},
 		// No user can have a control character in its id (issue 14, 1).
 		{"activity", "delete", "--redis", r.Addr(), "--postgres", pg, "--user", "a\tb"},
 	} {
@@ -98,5 +115,71 @@ func TestActivityCommands(t *testing.T) {
 		if code := exitCode(t, err); code != 2 {
 			t.Errorf("topk %s: exit %d (%v), want 2", strings.Join(args, " "), code, err)
 		}
+	}
+}
+
+// listJSON runs `topk activity list --json` and decodes its output strictly
+// as the HTTP API's listing.
+func listJSON(t *testing.T, args ...string) api.ListResponse {
+	t.Helper()
+	out := mustRun(t, append([]string{"activity", "list", "--json"}, args...)...)
+	var res api.ListResponse
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&res); err != nil {
+		t.Fatalf("activity list --json does not decode as api.ListResponse: %v\n%s", err, out)
+	}
+	return res
+}
+
+// activityShapes: `topk activity count --json` and `topk activity list
+// --json` print what GET /v1/users/{id}/activity/count and GET
+// /v1/users/{id}/activity answer over the same stores (snake_case fields,
+// "approximate", "from", "to"; the same default range), and --from and
+// --to take unix milliseconds as from= and to= do.
+func activityShapes(t *testing.T, redis, pg, user string) {
+	t.Helper()
+	ctx := context.Background()
+	raw, err := rawstore.Open(ctx, pg, rawstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(raw.Close)
+	a := &api.Activity{Raw: raw, Counts: usercount.New(testenv.Client(t, redis), keys.New(""), usercount.Options{}), Log: slog.New(slog.DiscardHandler)}
+	mux := http.NewServeMux()
+	a.Register(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+
+	hour := time.Now().Truncate(time.Minute).Add(time.Minute)
+	from, to := hour.Add(-2*time.Hour), hour
+	ms := func(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
+	id := url.PathEscape(user)
+	for _, tc := range []struct {
+		args []string
+		path string
+		skip []string // fields that depend on when each was asked
+	}{
+		{[]string{"count", "--redis", redis, "--user", user, "--from", from.Format(time.RFC3339), "--to", ms(to)},
+			"/v1/users/" + id + "/activity/count?from=" + ms(from) + "&to=" + to.Format(time.RFC3339), nil},
+		{[]string{"count", "--redis", redis, "--user", user, "--type", "login", "--from", ms(from), "--to", ms(to)},
+			"/v1/users/" + id + "/activity/count?type=login&from=" + ms(from) + "&to=" + ms(to), nil},
+		{[]string{"count", "--redis", redis, "--user", user, "--window", "24h"}, "/v1/users/" + id + "/activity/count?window=24h", []string{"from", "to"}},
+		{[]string{"count", "--redis", redis, "--user", user, "--window", "1m"}, "/v1/users/" + id + "/activity/count?window=1m", []string{"from", "to", "count", "estimate"}},
+		{[]string{"list", "--postgres", pg, "--user", user, "--limit", "5", "--from", ms(from.Add(-24 * time.Hour)), "--to", to.Format(time.RFC3339)},
+			"/v1/users/" + id + "/activity?limit=5&from=" + from.Add(-24*time.Hour).Format(time.RFC3339) + "&to=" + ms(to), nil},
+		// The default range: the last 30 days.
+		{[]string{"list", "--postgres", pg, "--user", user, "--limit", "3"}, "/v1/users/" + id + "/activity?limit=3", []string{"from", "to"}},
+	} {
+		cliJSON := jsonObject(t, "topk activity", mustRun(t, append([]string{"activity"}, append(tc.args, "--json")...)...))
+		httpOut := httpJSON(t, srv, tc.path)
+		if len(tc.skip) > 0 && tc.skip[0] == "from" && tc.args[0] == "list" {
+			f, _ := time.Parse(time.RFC3339, cliJSON["from"].(string))
+			l, _ := time.Parse(time.RFC3339, cliJSON["to"].(string))
+			if d := l.Sub(f); d != api.DefaultListSpan {
+				t.Errorf("activity list without --from: from %v to %v, want %s apart", f, l, api.DefaultListSpan)
+			}
+		}
+		sameShape(t, "activity "+strings.Join(tc.args, " "), cliJSON, httpOut, tc.skip...)
 	}
 }

@@ -36,16 +36,26 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"get", "--json=maybe", "-w", "x"}, 2, `--json: "maybe" is not true or false`},
 		{[]string{"doctor", "--timeout", "soon"}, 2, `--timeout: "soon" is not a duration`},
 		{[]string{"activity", "check", "--user", "u", "--limit", "x"}, 2, `--limit: "x" is not a whole number`},
+		{[]string{"activity", "count", "--user", "u", "--from", "yesterday", "--to", "1774346400000"}, 2, `--from: "yesterday" is neither RFC 3339 nor unix milliseconds`},
+		{[]string{"activity", "list", "--user", "u", "--to", "2026-03-24 10:00"}, 2, `--to: "2026-03-24 10:00" is neither RFC 3339 nor unix milliseconds`},
 		// Required flags, and values the command itself refuses, before
 		// any backend is dialled (Redis is unreachable here).
 		{[]string{"activity", "count"}, 2, "--user is required (see topk activity count --help)"},
 		{[]string{"activity", "check", "--user", "u"}, 2, "--limit is required"},
 		{[]string{"activity", "list", "--postgres", "postgres://x"}, 2, "--user is required"},
+		{[]string{"activity", "count", "--redis", unreachable, "--user", "u", "--window", "2h"}, 2, `unknown --window "2h": want 1m, 1h or 24h`},
+		{[]string{"activity", "count", "--redis", unreachable, "--user", "u", "--window", "1h", "--to", "1774346400000"}, 2, "give --window, or --from and --to"},
+		{[]string{"activity", "count", "--redis", unreachable, "--user", "u", "--from", "1774346400001", "--to", "1774346460000"}, 2, "must be whole minutes"},
+		{[]string{"activity", "count", "--redis", unreachable, "--user", "u", "--window", "1h", "--type", "Bad:Type"}, 2, `--type: type "Bad:Type" has byte 'B' outside [a-z0-9_.-]`},
+		{[]string{"activity", "check", "--redis", unreachable, "--user", "u", "--limit", "0"}, 2, "--limit must be at least 1, got 0"},
+		{[]string{"activity", "list", "--postgres", "postgres://127.0.0.1:1/x", "--user", "u", "--limit", "0"}, 2, "--limit must be from 1 to 1000, got 0"},
+		{[]string{"activity", "delete", "--redis", unreachable, "--postgres", "postgres://127.0.0.1:1/x", "--user", "a\tb"}, 2, "no user can have this --user: user_id \"a\\tb\" has control character U+0009"},
 		{[]string{"get", "--redis", unreachable}, 2, "give either --workspace W or --global"},
 		{[]string{"get", "--redis", unreachable, "-w", "x", "--window", "2h"}, 2, `unknown --window "2h"`},
 		{[]string{"get", "--config", "/nonexistent/topk.yaml", "-w", "x"}, 2, "cannot read the --config file"},
 		// Failures: the backend is unreachable.
 		{[]string{"get", "--redis", unreachable, "-w", "x"}, 1, "cannot reach Redis at " + unreachable},
+		{[]string{"activity", "count", "--redis", unreachable, "--user", "u", "--window", "1h"}, 1, "cannot reach Redis at " + unreachable},
 		// No such result.
 		{[]string{"get", "--redis", r.Addr(), "-w", "x"}, 3, `workspace "x" has no ranking over the last hour yet`},
 		// Success, and help, which is not an error.
@@ -87,5 +97,26 @@ func TestExitStatus(t *testing.T) {
 	}
 	if got := cli.ExitStatus(errors.New("plain")); got != 1 {
 		t.Errorf("ExitStatus(plain error) = %d, want 1", got)
+	}
+}
+
+// TestActivityHelpDefaults: the help shows the defaults the commands use,
+// and none they refuse.
+func TestActivityHelpDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		args       []string
+		has, hasNo string
+	}{
+		{[]string{"activity", "archive", "--help"}, `dead-letter topic (default: "topk.activity.raw.dlq")`, "<topic>.dlq"},
+		{[]string{"activity", "ingest", "--help"}, `dead-letter topic (default: "topk.activity.dlq")`, "<topic>.dlq"},
+		{[]string{"ingest", "--help"}, "dead-letter topic (default: <topic>.dlq)", "topk.activity"},
+		{[]string{"activity", "check", "--help"}, "at least 1 (default: none, required)", "(default: 0)"},
+		{[]string{"activity", "list", "--help"}, "default: 30 days", "RFC 3339 (default: 30 days ago)"},
+		{[]string{"get", "--help"}, "1 to 1000", "0: all"},
+	} {
+		out := mustRun(t, tc.args...)
+		if !strings.Contains(out, tc.has) || strings.Contains(out, tc.hasNo) {
+			t.Errorf("topk %s: want %q and not %q in:\n%s", strings.Join(tc.args, " "), tc.has, tc.hasNo, out)
+		}
 	}
 }

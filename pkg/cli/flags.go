@@ -69,10 +69,14 @@ func topicFlag() cli.Flag {
 
 // ingestFlags are the flags of a consumer-group command (ingest, activity
 // ingest and archive, run), whose group defaults to group.
-func ingestFlags(group string) []cli.Flag {
+func ingestFlags(group, dlq string) []cli.Flag {
+	dlqFlag := &cli.StringFlag{Name: "dlq-topic", EnvVars: []string{"TOPK_DLQ_TOPIC"}, Value: dlq, Usage: "dead-letter topic"}
+	if dlq == "" {
+		dlqFlag.Usage = "dead-letter topic (default: <topic>.dlq)"
+	}
 	return []cli.Flag{
 		altsrc.NewStringFlag(&cli.StringFlag{Name: "group", EnvVars: []string{"TOPK_GROUP"}, Value: group, Usage: "Kafka consumer group of the workers"}),
-		altsrc.NewStringFlag(&cli.StringFlag{Name: "dlq-topic", EnvVars: []string{"TOPK_DLQ_TOPIC"}, Usage: "dead-letter topic (default: <topic>.dlq)"}),
+		altsrc.NewStringFlag(dlqFlag),
 		altsrc.NewIntFlag(&cli.IntFlag{Name: "workers", EnvVars: []string{"TOPK_WORKERS"}, Value: 1, Usage: "ingest workers in this process (each one consumer-group member)"}),
 		altsrc.NewIntFlag(&cli.IntFlag{Name: "batch-events", EnvVars: []string{"TOPK_BATCH_EVENTS"}, Value: ingest.DefaultBatchEvents, Usage: "flush a batch once it holds this many records"}),
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "batch-age", EnvVars: []string{"TOPK_BATCH_AGE"}, Value: ingest.DefaultBatchAge, Usage: "flush a batch this long after its first record"}),

@@ -15,7 +15,7 @@ import (
 
 func ingestCommand(env *Env) *cli.Command {
 	flags := []cli.Flag{brokersFlag(DefaultBrokers), topicFlag(), redisFlag(DefaultRedis), prefixFlag()}
-	flags = append(flags, ingestFlags(DefaultGroup)...)
+	flags = append(flags, ingestFlags(DefaultGroup, "")...)
 	flags = append(flags, userCapFlag(), globalAgeFlag())
 	flags = append(flags, deploymentFlags()...)
 	flags = append(flags, logFlags("info")...)

@@ -24,7 +24,7 @@ import (
 
 func runCommand(env *Env) *cli.Command {
 	flags := []cli.Flag{brokersFlagNote("", "empty: start an in-process broker"), redisFlag(""), topicFlag(), prefixFlag()}
-	flags = append(flags, ingestFlags(DefaultGroup)...)
+	flags = append(flags, ingestFlags(DefaultGroup, "")...)
 	flags = append(flags, userCapFlag(), globalAgeFlag())
 	flags = append(flags, scheduleFlags()...)
 	flags = append(flags, deploymentFlags()...)
