@@ -1,12 +1,16 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/topk-dev/topk/pkg/events"
 	"github.com/topk-dev/topk/pkg/ingest"
 	"github.com/topk-dev/topk/pkg/progress"
 	"github.com/topk-dev/topk/pkg/scheduler"
@@ -70,8 +74,33 @@ func rebuild(c *cli.Context, env *Env, bar *progress.Bar, st *store.Store, log *
 	if err != nil {
 		return cli.Exit(err.Error(), exitFailure)
 	}
-	fmt.Fprintf(env.Out, "rebuilt in %s: %d records read, %d events counted, %d already counted, %d rejected (%v); %d cached rankings refreshed\n",
+	fmt.Fprintf(env.Out, "rebuilt in %s: %d records read, %d events counted, %d already counted, %d rejected%s; %d cached rankings refreshed\n",
 		time.Since(began).Round(100*time.Millisecond), stats.Consumed.Load(), stats.Counted.Load(),
-		stats.Replayed.Load(), stats.Rejected.Load(), stats.RejectedBy(), tick.Refreshed)
+		stats.Replayed.Load(), stats.Rejected.Load(), reasonsText(stats.RejectedBy()), tick.Refreshed)
 	return nil
+}
+
+// reasonsText lists rejections by reason, most first: " (too_late: 3,
+// invalid_ts: 1)", or "" for none.
+func reasonsText(by map[events.Reason]int64) string {
+	reasons := make([]events.Reason, 0, len(by))
+	for r, n := range by {
+		if n > 0 {
+			reasons = append(reasons, r)
+		}
+	}
+	if len(reasons) == 0 {
+		return ""
+	}
+	slices.SortFunc(reasons, func(a, b events.Reason) int {
+		if c := cmp.Compare(by[b], by[a]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	parts := make([]string, len(reasons))
+	for i, r := range reasons {
+		parts[i] = fmt.Sprintf("%s: %d", r, by[r])
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
 }

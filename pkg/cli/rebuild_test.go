@@ -178,6 +178,9 @@ func TestRebuildRestoresEverything(t *testing.T) {
 		if !strings.Contains(out, fmt.Sprintf("0 events counted, %d already counted", n)) {
 			t.Fatalf("rebuild output: %s", out)
 		}
+		if strings.Contains(out, "map[") {
+			t.Errorf("rebuild output shows a Go map: %s", out)
+		}
 	}
 	compareSnapshots(t, "after two rebuilds on a full Redis", before, redisSnapshot(t, rc))
 	checkGlobalExact(t, redis, truth)
@@ -195,6 +198,11 @@ func TestRebuildRestoresEverything(t *testing.T) {
 	out := mustRun(t, "rebuild", "--brokers", brokers, "--redis", redis, "--since", "1h5m")
 	if !strings.Contains(out, fmt.Sprintf("%d events counted, 0 already counted, 10 rejected", n)) {
 		t.Fatalf("rebuild output: %s", out)
+	}
+	// The rejections by reason, in words: "10 rejected (too_late: 10)",
+	// not Go's "(map[too_late:10])".
+	if m := regexp.MustCompile(`10 rejected \(([a-z_]+: \d+(, )?)+\);`).FindString(out); m == "" || strings.Contains(out, "map[") {
+		t.Errorf("rebuild output does not list the rejections by reason: %s", out)
 	}
 	compareSnapshots(t, "after the rebuild", before, redisSnapshot(t, rc))
 	if t.Failed() {
