@@ -113,11 +113,14 @@ func NewHandler(r Reader, log *slog.Logger) http.Handler {
 	mux.HandleFunc("GET /v1/top", h.workspace)
 	mux.HandleFunc("GET /v1/top/global", h.global)
 	mux.HandleFunc("GET /trending", h.global)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
+	mux.HandleFunc("GET /healthz", healthz)
 	mux.Handle("GET /readyz", Ready(log, ReaderProbes(r)...))
 	return mux
+}
+
+// healthz answers GET /healthz: the process is up.
+func healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
 type handler struct {

@@ -129,6 +129,36 @@ func Ready(log *slog.Logger, probes ...Probe) http.Handler {
 	})
 }
 
+// Waiting is the API of a server that cannot serve its routes yet (topk
+// serve while Redis is unreachable: it listens at once, and connects in
+// the background): GET /healthz answers 200 (the process is up), GET
+// /readyz 503 "not ready: redis: <why>", the page's files as usual (the
+// page then says that the server cannot read Redis), and every other
+// route of Routes 503 {"error": "<why>"}. Mounted behind Auth like the
+// real routes, it answers unknown paths, wrong methods and credentials
+// exactly as they will.
+func Waiting(why string) *http.ServeMux {
+	mux := http.NewServeMux()
+	for _, r := range routeTable {
+		switch r.Pattern {
+		case "GET /healthz":
+			mux.HandleFunc(r.Pattern, healthz)
+		case "GET /readyz":
+			mux.HandleFunc(r.Pattern, func(w http.ResponseWriter, _ *http.Request) {
+				writeError(w, http.StatusServiceUnavailable, "not ready: redis: "+why)
+			})
+		case "GET /{$}", "GET /ui/":
+			// RegisterUI's
+		default:
+			mux.HandleFunc(r.Pattern, func(w http.ResponseWriter, _ *http.Request) {
+				writeError(w, http.StatusServiceUnavailable, why)
+			})
+		}
+	}
+	RegisterUI(mux)
+	return mux
+}
+
 // redisReason says why a Redis call failed, for an HTTP answer: Redis
 // refusing the server's credentials or permissions says so (what exactly
 // is in the server's log: the user and the command), anything else is

@@ -110,3 +110,43 @@ func request(t *testing.T, base, method, path string) (code int, allow, msg stri
 	}
 	return resp.StatusCode, resp.Header.Get("Allow"), msg
 }
+
+// TestWaiting: the API of a server still connecting to Redis, behind
+// api.Auth with tokens: /healthz 200, /readyz 503 saying Redis, the page
+// 200, every other route 503 with the reason once its credentials pass
+// (401 and 403 as usual before), and the same 404 and 405 as the real
+// routes.
+func TestWaiting(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	const why = "topk serve has not reached Redis yet"
+	h, err := api.Auth{Tokens: testTokens(t), Log: log}.Handler(api.Waiting(why))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, lastPattern := authServer(t, h)
+	for _, route := range api.Routes() {
+		rr := routeRequests[route.Pattern]
+		want, wantErr := http.StatusServiceUnavailable, why
+		switch route.Pattern {
+		case "GET /healthz", "GET /{$}", "GET /ui/":
+			want, wantErr = http.StatusOK, ""
+		case "GET /readyz":
+			wantErr = "not ready: redis: " + why
+		}
+		auth := ""
+		if route.Scope != 0 {
+			if a := do(t, srv, lastPattern, rr, contentType(rr), ""); a.code != http.StatusUnauthorized {
+				t.Errorf("%s without a token: %d %q, want 401", route.Pattern, a.code, a.err)
+			}
+			auth = "Bearer " + authTokens[route.Scope]
+		}
+		if a := do(t, srv, lastPattern, rr, contentType(rr), auth); a.code != want || a.err != wantErr {
+			t.Errorf("%s: %d %q, want %d %q", route.Pattern, a.code, a.err, want, wantErr)
+		}
+	}
+	for rr, want := range map[routeRequest]int{{"GET", "/v1/nothing", ""}: 404, {"PUT", "/v1/activity", ""}: 405, {"POST", "/v1/top", ""}: 405} {
+		if a := do(t, srv, lastPattern, rr, "", ""); a.code != want {
+			t.Errorf("%s %s: %d, want %d", rr.method, rr.path, a.code, want)
+		}
+	}
+}

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/urfave/cli/v2"
 	"github.com/urfave/cli/v2/altsrc"
@@ -45,37 +43,27 @@ func serveCommand(env *Env) *cli.Command {
 			"and page are open and every other route answers 401, unless --insecure-no-auth.\n" +
 			"See the README section \"HTTP API\" for parameters, responses and status codes.",
 		Flags: flags,
-		Action: serviceAction(env, func(c *cli.Context, st *store.Store, log *slog.Logger) error {
+		Action: func(c *cli.Context) error {
+			log, err := newLogger(c, env)
+			if err != nil {
+				return err
+			}
+			stopMetrics, _, err := startMetrics(c, log)
+			if err != nil {
+				return err
+			}
+			defer stopMetrics()
 			ln, err := net.Listen("tcp", c.String("listen"))
 			if err != nil {
 				return cli.Exit(err.Error(), exitFailure)
 			}
+			defer ln.Close()
 			tokens, err := apiTokens(c)
 			if err != nil {
 				return err
 			}
-			handler, closeActivity, err := serveHandler(c, st, log, tokens)
-			if err != nil {
-				return err
-			}
-			defer closeActivity()
-			srv := newHTTPServer(c, handler)
-			log.Info("api listening", "addr", ln.Addr().String())
-			drained := make(chan struct{})
-			stop := context.AfterFunc(c.Context, func() {
-				defer close(drained)
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				_ = srv.Shutdown(ctx) // in-flight requests get 5 s to finish
-			})
-			err = srv.Serve(ln)
-			if errors.Is(err, http.ErrServerClosed) {
-				<-drained
-				return nil
-			}
-			stop()
-			return cli.Exit(err.Error(), exitFailure)
-		}),
+			return serveAPI(c, log, ln, tokens)
+		},
 	})
 }
 
