@@ -25,15 +25,17 @@ func doctorCommand(env *Env) *cli.Command {
 		activityTopicFlag(),
 		altsrc.NewInt64Flag(&cli.Int64Flag{Name: "max-lag", EnvVars: []string{"TOPK_MAX_LAG"}, Value: DefaultMaxLag, Usage: "warn when a consumer group lags by more records than this (0: never)"}),
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "timeout", EnvVars: []string{"TOPK_DOCTOR_TIMEOUT"}, Value: doctor.DefaultTimeout, Usage: "bound on each step: a dial, a round of Redis commands, a Kafka request"}),
-		&cli.BoolFlag{Name: "json", Usage: "print the checks as JSON"},
+		&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "explain each check under its line: why it matters and what to do"},
+		&cli.BoolFlag{Name: "json", Usage: "print the checks as JSON, each with its explanation (detail)"},
 	}
 	return withConfig(&cli.Command{
 		Name:  "doctor",
-		Usage: "check Redis and Kafka for what topk needs, one line per check: ok, warn or fail",
+		Usage: "check Redis and Kafka for what topk needs, one short line per check: ok, warn or fail",
 		Description: "Checks every Redis node (reachable, version, RedisBloom, the embedded scripts, persistence,\n" +
 			"maxmemory-policy), the scheduler's last pass, and Kafka (brokers, the events topic and its\n" +
 			"dead-letter topic, the activity topics, the consumer groups' lag). --brokers '' skips Kafka.\n" +
-			"Exit status 1 when a check fails, 0 otherwise (warnings included). It only reads.",
+			"--verbose explains each check. Exit status 1 when a check fails, 0 otherwise (warnings included).\n" +
+			"It only reads.",
 		Flags: flags,
 		Action: func(c *cli.Context) error {
 			prefix := c.String("prefix")
@@ -76,7 +78,7 @@ func doctorCommand(env *Env) *cli.Command {
 				}{doctor.Failed(checks), checks}); err != nil {
 					return err
 				}
-			} else if err := doctor.WriteText(env.Out, checks); err != nil {
+			} else if err := doctor.WriteText(env.Out, checks, c.Bool("verbose")); err != nil {
 				return err
 			}
 			if doctor.Failed(checks) {
@@ -86,7 +88,14 @@ func doctorCommand(env *Env) *cli.Command {
 						n++
 					}
 				}
-				return cli.Exit(fmt.Sprintf("doctor: %d check(s) failed", n), exitFailure)
+				what := "1 check failed"
+				if n > 1 {
+					what = fmt.Sprintf("%d checks failed", n)
+				}
+				if !c.Bool("verbose") && !c.Bool("json") {
+					what += " (topk doctor --verbose explains each check)"
+				}
+				return cli.Exit(what, exitFailure)
 			}
 			return nil
 		},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ type doctorJSON struct {
 		Level   string `json:"level"`
 		Check   string `json:"check"`
 		Message string `json:"message"`
+		Detail  string `json:"detail"`
 	} `json:"checks"`
 }
 
@@ -106,12 +108,27 @@ func TestDoctorFailures(t *testing.T) {
 		}
 	}
 	out, _, err = runCLI(t, "doctor", "--redis", redis, "--brokers", "")
-	if code := exitCode(t, err); code != 1 || !strings.Contains(err.Error(), "1 check(s) failed") {
+	if code := exitCode(t, err); code != 1 || err.Error() != "1 check failed (topk doctor --verbose explains each check)" {
 		t.Errorf("allkeys-lru: exit %d, error %v; want 1, one failed check", code, err)
 	}
 	if line := doctorLine(out, "memory "+redis); !strings.HasPrefix(line, "fail  ") ||
-		!strings.Contains(line, "maxmemory-policy allkeys-lru") || !strings.Contains(line, "Set maxmemory-policy noeviction") {
+		!strings.Contains(line, "maxmemory-policy allkeys-lru") || !strings.Contains(line, "set noeviction") {
 		t.Errorf("allkeys-lru: memory line %q", line)
+	}
+	// One short line per check; --verbose explains each under its line.
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if len(line) > 130 || !regexp.MustCompile(`^(ok  |warn|fail)  `).MatchString(line) {
+			t.Errorf("not one short line per check: %q", line)
+		}
+	}
+	verbose, _, _ := runCLI(t, "doctor", "--redis", redis, "--brokers", "", "--verbose")
+	lines := strings.Split(verbose, "\n")
+	for i, line := range lines {
+		if line == doctorLine(verbose, "memory "+redis) {
+			if i+1 >= len(lines) || !strings.HasPrefix(lines[i+1], "      ") || !strings.Contains(verbose, "CONFIG SET maxmemory-policy") {
+				t.Errorf("--verbose does not explain the memory check under its line:\n%s", verbose)
+			}
+		}
 	}
 	if err := rc.Do(ctx, rc.B().ConfigSet().ParameterValue().ParameterValue("maxmemory-policy", "noeviction").Build()).Error(); err != nil {
 		t.Fatal(err)
@@ -135,7 +152,7 @@ func TestDoctorFailures(t *testing.T) {
 	for _, c := range d.Checks {
 		if c.Check == "scripts "+redis {
 			found = true
-			if c.Level != "warn" || !strings.Contains(c.Message, "ingest (") || !strings.Contains(c.Message, "topk scripts load") {
+			if c.Level != "warn" || !strings.Contains(c.Detail, "ingest (") || !strings.Contains(c.Message, "topk scripts load") {
 				t.Errorf("flushed scripts: %+v", c)
 			}
 		}

@@ -1,5 +1,6 @@
-// Package doctor checks a topk deployment's Redis and Kafka and explains each
-// finding in one line an SRE can act on (`topk doctor`).
+// Package doctor checks a topk deployment's Redis and Kafka and reports each
+// finding in one short line an SRE can act on, with a longer explanation
+// behind it (`topk doctor`, `--verbose`).
 //
 // Every check has a level: ok, warn (works, but something will hurt: a
 // restart loses data, a lag grows, a check could not be made) or fail (topk
@@ -40,11 +41,14 @@ const (
 	Fail Level = "fail"
 )
 
-// Check is one finding.
+// Check is one finding: Message is one short line, what was found and, when
+// something is wrong, what to do; Detail explains why it matters and how,
+// in as many words as that takes.
 type Check struct {
 	Level   Level  `json:"level"`
 	Name    string `json:"check"`
 	Message string `json:"message"`
+	Detail  string `json:"detail,omitempty"`
 }
 
 // Failed reports whether any check failed.
@@ -57,18 +61,56 @@ func Failed(checks []Check) bool {
 	return false
 }
 
-// WriteText prints one line per check: `ok|warn|fail  <check>: <message>`.
-func WriteText(w io.Writer, checks []Check) error {
+// WriteText prints one line per check: `ok|warn|fail  <check>: <message>`,
+// and with verbose each check's Detail under it, indented and wrapped.
+func WriteText(w io.Writer, checks []Check, verbose bool) error {
 	for _, c := range checks {
 		if _, err := fmt.Fprintf(w, "%-4s  %s: %s\n", c.Level, c.Name, c.Message); err != nil {
 			return err
+		}
+		if !verbose || c.Detail == "" {
+			continue
+		}
+		for _, line := range wrap(c.Detail, 90) {
+			if _, err := fmt.Fprintf(w, "      %s\n", line); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
 }
 
+// wrap breaks s into lines of at most width bytes, at spaces (a longer
+// word gets a line of its own).
+func wrap(s string, width int) []string {
+	var lines []string
+	line := ""
+	for _, word := range strings.Fields(s) {
+		if line != "" && len(line)+1+len(word) > width {
+			lines = append(lines, line)
+			line = ""
+		}
+		if line != "" {
+			line += " "
+		}
+		line += word
+	}
+	if line != "" {
+		lines = append(lines, line)
+	}
+	return lines
+}
+
+// check is a finding whose message is format with args; because adds its
+// explanation.
 func check(level Level, name, format string, args ...any) Check {
 	return Check{Level: level, Name: name, Message: fmt.Sprintf(format, args...)}
+}
+
+// because sets the check's Detail.
+func (c Check) because(format string, args ...any) Check {
+	c.Detail = fmt.Sprintf(format, args...)
+	return c
 }
 
 // DefaultTimeout bounds each step of the checks (a dial, a round of
@@ -108,10 +150,10 @@ func CheckRedis(ctx context.Context, o RedisOptions) []Check {
 	opt.ConnWriteTimeout = o.Timeout
 	client, err := rueidis.NewClient(opt)
 	if err != nil {
-		return []Check{check(Fail, "redis "+addrs,
-			"cannot reach Redis: %v. Check --redis (host:port, comma-separated), that redis-server runs and listens there, "+
-				"the network path, and --redis-tls* / --redis-user / --redis-password if the server needs them; "+
-				"workers and the scheduler cannot run without it", err)}
+		return []Check{check(Fail, "redis "+addrs, "cannot reach Redis: %v", err).because(
+			"Check --redis (host:port, comma-separated), that redis-server runs and listens there, " +
+				"the network path, and --redis-tls* / --redis-user / --redis-password if the server needs them; " +
+				"workers and the scheduler cannot run without it.")}
 	}
 	defer client.Close()
 
@@ -132,8 +174,8 @@ func CheckRedis(ctx context.Context, o RedisOptions) []Check {
 		n := nodeReport(ctx, o.Timeout, addr, nodes[addr], mode)
 		out = append(out, n.checks...)
 		if n.bloomErr != nil {
-			blooms = append(blooms, check(Warn, "redisbloom", "cannot tell whether RedisBloom is loaded on %s: COMMAND INFO TOPK.RESERVE: %v "+
-				"(the user needs +command|info, which the worker ACL has)", addr, n.bloomErr))
+			blooms = append(blooms, check(Warn, "redisbloom", "cannot tell whether RedisBloom is loaded on %s: %v", addr, n.bloomErr).because(
+				"COMMAND INFO TOPK.RESERVE failed; the user needs +command|info, which the worker ACL has."))
 		} else if n.reachable {
 			bloomOn[addr] = n.bloom
 		}
@@ -158,8 +200,8 @@ func nodeReport(ctx context.Context, timeout time.Duration, addr string, c rueid
 	defer cancel()
 	var n node
 	if err := c.Do(ctx, c.B().Ping().Build()).Error(); err != nil {
-		n.checks = append(n.checks, check(Fail, "redis "+addr,
-			"does not answer PING: %v. Start it or fix the address; %s", err, "its scripts, persistence and memory were not checked"))
+		n.checks = append(n.checks, check(Fail, "redis "+addr, "does not answer PING: %v", err).because(
+			"Start it or fix the address; its scripts, persistence and memory were not checked."))
 		return n
 	}
 	n.reachable = true
@@ -231,8 +273,9 @@ func versionLess(a, b [3]int) bool {
 func versionCheck(addr string, info map[string]string, err error, role, mode string) Check {
 	name := "redis " + addr
 	if err != nil {
-		return check(Warn, name, "answers PING, but INFO is refused: %v. Run doctor as a user allowed +info, +config|get, "+
-			"+script|exists and +command|info (an admin user), or the version, persistence and memory checks cannot be made", err)
+		return check(Warn, name, "answers PING, but INFO is refused: %v", err).because(
+			"Run doctor as a user allowed +info, +config|get, +script|exists and +command|info (an admin user), " +
+				"or the version, persistence and memory checks cannot be made.")
 	}
 	ver := info["redis_version"]
 	where := mode
@@ -242,10 +285,12 @@ func versionCheck(addr string, info map[string]string, err error, role, mode str
 	v, ok := parseVersion(ver)
 	switch {
 	case !ok:
-		return check(Warn, name, "answers, but reports no version it can read (redis_version %q); topk needs Redis 7.0 or later", ver)
+		return check(Warn, name, "answers, but reports no version it can read (redis_version %q)", ver).because(
+			"topk needs Redis 7.0 or later.")
 	case versionLess(v, MinRedisVersion):
-		return check(Fail, name, "Redis %s (%s) is too old: topk's scripts call EXPIREAT with NX/GT and EXPIRETIME, new in Redis 7.0, "+
-			"so every ingest flush and refresh would fail with an error. Upgrade this node to Redis 7.0 or later", ver, where)
+		return check(Fail, name, "Redis %s (%s) is too old: upgrade this node to Redis 7.0 or later", ver, where).because(
+			"topk's scripts call EXPIREAT with NX/GT and EXPIRETIME, new in Redis 7.0, " +
+				"so every ingest flush and refresh would fail with an error.")
 	}
 	return check(OK, name, "answers; Redis %s (%s)", ver, where)
 }
@@ -263,7 +308,8 @@ func scriptsCheck(ctx context.Context, addr string, c rueidis.Client, role strin
 		if err == nil {
 			err = fmt.Errorf("%d answers for %d scripts", len(found), len(all))
 		}
-		return check(Warn, name, "cannot tell whether the scripts are loaded: SCRIPT EXISTS: %v (the user needs +script|exists)", err)
+		return check(Warn, name, "cannot tell whether the scripts are loaded: %v", err).because(
+			"SCRIPT EXISTS failed; the user needs +script|exists.")
 	}
 	var missing []string
 	for i, f := range found {
@@ -272,21 +318,23 @@ func scriptsCheck(ctx context.Context, addr string, c rueidis.Client, role strin
 		}
 	}
 	if len(missing) == 0 {
-		return check(OK, name, "all %d embedded scripts are loaded under this binary's SHA1s (see topk scripts list)", len(all))
+		return check(OK, name, "all %d embedded scripts are loaded", len(all)).because(
+			"Under this binary's SHA1s (topk scripts list).")
 	}
 	// A warning, on masters too: nothing is broken (see the message), only
 	// the first calls of each missing script are slower. Failing here made
 	// a healthy pipeline that had not run every script yet exit 1.
 	where := ""
 	if role == "replica" {
-		where = " (a replica: writes go to masters, so they are needed once it is promoted)"
+		where = " on this replica (needed once it is promoted)"
 	}
-	return check(Warn, name, "%d of %d embedded scripts are not loaded under this binary's SHA1%s (topk scripts list): %s. "+
-		"Never loaded, or a restart, failover or SCRIPT FLUSH emptied the script cache, or only another topk version's were loaded. "+
-		"Run topk scripts load --redis %s (it loads every node). Meanwhile workers and scheduler still work: a call gets NOSCRIPT "+
-		"from EVALSHA and rueidis resends it as EVAL with the whole source, which caches the script again, so the first calls "+
-		"of each missing script on each node are slower (one more round trip, carrying the script; the user needs +eval)",
-		len(missing), len(all), where, strings.Join(missing, ", "), addr)
+	return check(Warn, name, "%d of %d embedded scripts are not loaded%s: run topk scripts load --redis %s", len(missing), len(all), where, addr).because(
+		"Not loaded under this binary's SHA1s (topk scripts list): %s. "+
+			"Never loaded, or a restart, failover or SCRIPT FLUSH emptied the script cache, or only another topk version's were loaded; "+
+			"topk scripts load loads every node. Meanwhile workers and scheduler still work: a call gets NOSCRIPT "+
+			"from EVALSHA and rueidis resends it as EVAL with the whole source, which caches the script again, so the first calls "+
+			"of each missing script on each node are slower (one more round trip, carrying the script; the user needs +eval).",
+		strings.Join(missing, ", "))
 }
 
 // persistenceCheck warns when a restart would lose everything.
@@ -296,26 +344,28 @@ func persistenceCheck(ctx context.Context, addr string, c rueidis.Client, info m
 		"(--since 65m) from the events topic; the 24h, 7d, 30d and all-time windows, the global summaries older than that " +
 		"and user-activity counts are not recovered"
 	aof := info["aof_enabled"] == "1"
-	var problems []string
+	var problems, why []string // short, and their explanations
 	if infoErr == nil {
 		if s := info["rdb_last_bgsave_status"]; s != "" && s != "ok" {
-			problems = append(problems, "the last RDB snapshot failed (rdb_last_bgsave_status:"+s+"; check the Redis log: disk full, permissions?)")
+			problems = append(problems, "the last RDB snapshot failed")
+			why = append(why, "rdb_last_bgsave_status:"+s+": check the Redis log (disk full, permissions?)")
 		}
 		if s := info["aof_last_write_status"]; aof && s != "" && s != "ok" {
-			problems = append(problems, "the last AOF write failed (aof_last_write_status:"+s+"; check the Redis log)")
+			problems = append(problems, "the last AOF write failed")
+			why = append(why, "aof_last_write_status:"+s+": check the Redis log")
 		}
 	}
 	save, err := c.Do(ctx, c.B().ConfigGet().Parameter("save").Build()).AsStrMap()
 	if err != nil {
 		if aof && len(problems) == 0 {
-			return check(OK, name, "AOF is on (appendonly yes); the RDB schedule is unknown: CONFIG GET save refused: %v", err)
+			return check(OK, name, "AOF is on (appendonly yes); the RDB schedule is unknown").because("CONFIG GET save refused: %v.", err)
 		}
 		if infoErr != nil {
-			return check(Warn, name, "cannot tell whether AOF or RDB snapshots are on: INFO persistence: %v; CONFIG GET save: %v "+
-				"(run doctor as a user allowed +info and +config|get)", infoErr, err)
+			return check(Warn, name, "cannot tell whether AOF or RDB snapshots are on").because(
+				"INFO persistence: %v; CONFIG GET save: %v. Run doctor as a user allowed +info and +config|get.", infoErr, err)
 		}
-		return check(Warn, name, "cannot tell whether RDB snapshots are scheduled: CONFIG GET save refused: %v; AOF is %s. %s",
-			err, onOff(aof), strings.Join(append(problems, "if neither is on, "+lost), "; "))
+		return check(Warn, name, "cannot tell whether RDB snapshots are scheduled (CONFIG GET save refused); AOF is %s", onOff(aof)).because(
+			"CONFIG GET save: %v. %s.", err, strings.Join(append(why, "If neither is on, "+lost), "; "))
 	}
 	schedule := strings.TrimSpace(save["save"])
 	if infoErr != nil {
@@ -324,8 +374,8 @@ func persistenceCheck(ctx context.Context, addr string, c rueidis.Client, info m
 		aof = err == nil && ao["appendonly"] == "yes"
 	}
 	if !aof && schedule == "" {
-		return check(Warn, name, "neither AOF (appendonly no) nor RDB snapshots (save \"\") are on: %s. "+
-			"Turn on appendonly yes (appendfsync everysec) or a save schedule, then CONFIG REWRITE", lost)
+		return check(Warn, name, "neither AOF nor RDB snapshots are on: a restart loses the counts").because(
+			"appendonly no, save \"\": %s. Turn on appendonly yes (appendfsync everysec) or a save schedule, then CONFIG REWRITE.", lost)
 	}
 	var on []string
 	if aof {
@@ -335,13 +385,13 @@ func persistenceCheck(ctx context.Context, addr string, c rueidis.Client, info m
 		on = append(on, fmt.Sprintf("RDB snapshots (save %q)", schedule))
 	}
 	if len(problems) > 0 {
-		return check(Warn, name, "%s on, but %s", strings.Join(on, " and "), strings.Join(problems, "; "))
+		return check(Warn, name, "%s on, but %s", strings.Join(on, " and "), strings.Join(problems, " and ")).because("%s.", strings.Join(why, "; "))
 	}
-	msg := strings.Join(on, " and ") + " on: a restart reloads the counters"
 	if !aof {
-		msg += " as of the last snapshot; what came after it is lost (topk rebuild recounts the last hour from Kafka)"
+		return check(OK, name, "%s on: a restart reloads the counters as of the last snapshot", strings.Join(on, " and ")).because(
+			"What came after the last snapshot is lost (topk rebuild recounts the last hour from Kafka).")
 	}
-	return check(OK, name, "%s", msg)
+	return check(OK, name, "%s on: a restart reloads the counters", strings.Join(on, " and "))
 }
 
 func onOff(b bool) string {
@@ -359,14 +409,17 @@ func onOff(b bool) string {
 func memoryCheck(addr string, info map[string]string, err error) Check {
 	name := "memory " + addr
 	if err != nil {
-		return check(Warn, name, "cannot read maxmemory-policy: INFO memory: %v (run doctor as a user allowed +info)", err)
+		return check(Warn, name, "cannot read maxmemory-policy: %v", err).because("INFO memory failed; run doctor as a user allowed +info.")
 	}
 	policy := info["maxmemory_policy"]
 	maxmem, _ := strconv.ParseInt(info["maxmemory"], 10, 64)
 	used, _ := strconv.ParseInt(info["used_memory"], 10, 64)
+	// used is the message's; usage the detail's, in INFO's terms.
 	usage := fmt.Sprintf("used_memory %s, maxmemory %s", human(used), human(maxmem))
+	usedOf := fmt.Sprintf("used %s of %s", human(used), human(maxmem))
 	if maxmem == 0 {
 		usage = fmt.Sprintf("used_memory %s, maxmemory 0 (no limit)", human(used))
+		usedOf = fmt.Sprintf("used %s, no maxmemory", human(used))
 	}
 	var evicts string
 	switch {
@@ -378,25 +431,28 @@ func memoryCheck(addr string, info map[string]string, err error) Check {
 			"workspace index, the dirty set, rollup watermarks and all-time summaries have none)"
 	case policy == "noeviction":
 		if maxmem > 0 && used*10 >= maxmem*9 {
-			return check(Warn, name, "maxmemory-policy noeviction, %s: over 90%% of the limit. At the limit writes fail with OOM; "+
-				"workers retry and commit nothing, so events wait in Kafka and lag grows. Raise maxmemory, add memory or shard "+
-				"(Redis Cluster)", usage)
+			return check(Warn, name, "maxmemory-policy noeviction, %s: over 90%% of the limit", usedOf).because(
+				"%s. At the limit writes fail with OOM; workers retry and commit nothing, so events wait in Kafka and lag grows. "+
+					"Raise maxmemory, add memory or shard (Redis Cluster).", usage)
 		}
 		if maxmem == 0 {
-			return check(OK, name, "maxmemory-policy noeviction, %s: nothing is ever evicted; watch used_memory against the host's RAM", usage)
+			return check(OK, name, "maxmemory-policy noeviction, %s", usedOf).because(
+				"%s: nothing is ever evicted; watch used_memory against the host's RAM.", usage)
 		}
-		return check(OK, name, "maxmemory-policy noeviction, %s: nothing is evicted; at the limit writes fail with OOM, "+
-			"workers retry and commit nothing, so events wait in Kafka (no count is lost)", usage)
+		return check(OK, name, "maxmemory-policy noeviction, %s", usedOf).because(
+			"%s: nothing is evicted; at the limit writes fail with OOM, workers retry and commit nothing, so events wait in Kafka (no count is lost).", usage)
 	default:
-		return check(Warn, name, "unknown maxmemory-policy %q, %s: topk needs noeviction so that no counter is evicted", policy, usage)
+		return check(Warn, name, "unknown maxmemory-policy %q (%s): set noeviction", policy, usedOf).because(
+			"%s: topk needs noeviction so that no counter is evicted.", usage)
 	}
 	harm := "counts silently vanish from the rankings, and an evicted fence lets a replayed batch count twice. " +
-		"Set maxmemory-policy noeviction (CONFIG SET maxmemory-policy noeviction, then CONFIG REWRITE) and size maxmemory for the data"
+		"Set maxmemory-policy noeviction (CONFIG SET maxmemory-policy noeviction, then CONFIG REWRITE) and size maxmemory for the data."
 	if maxmem == 0 {
-		return check(Warn, name, "maxmemory-policy %s, %s: nothing is evicted while there is no limit, but once maxmemory is set "+
-			"this policy %s: %s", policy, usage, evicts, harm)
+		return check(Warn, name, "maxmemory-policy %s evicts counts once a limit is set (%s): set noeviction", policy, usedOf).because(
+			"%s: nothing is evicted while there is no limit, but once maxmemory is set this policy %s: %s", usage, evicts, harm)
 	}
-	return check(Fail, name, "maxmemory-policy %s, %s: this policy %s: %s", policy, usage, evicts, harm)
+	return check(Fail, name, "maxmemory-policy %s evicts counts (%s): set noeviction", policy, usedOf).because(
+		"%s: this policy %s: %s", usage, evicts, harm)
 }
 
 func human(b int64) string {
@@ -430,16 +486,17 @@ func bloomCheck(on map[string]bool, errs []Check) []Check {
 	sort.Strings(without)
 	switch {
 	case len(with) > 0 && len(without) > 0:
-		errs = append(errs, check(Fail, "redisbloom", "loaded on %s but not on %s: --global-backend auto asks one node, so "+
-			"workers and schedulers may pick different backends for the same global view. Load RedisBloom on every node, "+
-			"or set --global-backend lua (or redisbloom) explicitly everywhere", strings.Join(with, ", "), strings.Join(without, ", ")))
+		errs = append(errs, check(Fail, "redisbloom", "loaded on %s but not on %s: load it everywhere, or set --global-backend",
+			strings.Join(with, ", "), strings.Join(without, ", ")).because(
+			"--global-backend auto asks one node, so workers and schedulers may pick different backends for the same global view. "+
+				"Load RedisBloom on every node, or set --global-backend lua (or redisbloom) explicitly everywhere."))
 	case len(with) > 0:
-		errs = append(errs, check(OK, "redisbloom", "loaded (TOPK.RESERVE is known): --global-backend auto uses RedisBloom TOPK "+
-			"summaries, so the global view has the hour window only and no error bounds (--global-backend lua keeps every window "+
-			"with bounds); a worker ACL needs +topk.reserve +topk.incrby +topk.list"))
+		errs = append(errs, check(OK, "redisbloom", "loaded: --global-backend auto uses RedisBloom (global view: the hour only, no error bounds)").because(
+			"TOPK.RESERVE is known, so --global-backend auto uses RedisBloom TOPK summaries: the global view has the hour window only "+
+				"and no error bounds (--global-backend lua keeps every window with bounds); a worker ACL needs +topk.reserve +topk.incrby +topk.list."))
 	default:
-		errs = append(errs, check(OK, "redisbloom", "not loaded (COMMAND INFO TOPK.RESERVE knows no such command): "+
-			"--global-backend auto uses the Lua Space-Saving summaries (every window, with error bounds)"))
+		errs = append(errs, check(OK, "redisbloom", "not loaded: --global-backend auto uses the Lua summaries (every window, with error bounds)").because(
+			"COMMAND INFO TOPK.RESERVE knows no such command, so the global view uses the Lua Space-Saving summaries."))
 	}
 	return errs
 }
@@ -453,17 +510,17 @@ func beatCheck(ctx context.Context, timeout time.Duration, c rueidis.Client, pre
 	stale := scheduler.StaleAfterFor(keys.Window1h)
 	switch {
 	case rueidis.IsRedisNil(err):
-		return check(Warn, "scheduler", "no scheduler has completed a pass on this Redis (%s is absent; --prefix %q): "+
-			"the cached rankings are not computed. Run topk schedule (one is enough)", key, prefix)
+		return check(Warn, "scheduler", "no scheduler has completed a pass on this Redis: run topk schedule").because(
+			"%s is absent (--prefix %q): the cached rankings are not computed. One scheduler is enough.", key, prefix)
 	case err != nil:
 		return check(Warn, "scheduler", "cannot read %s: %v", key, err)
 	}
 	age := time.Since(time.UnixMilli(ms)).Round(100 * time.Millisecond)
 	if age > stale {
-		return check(Warn, "scheduler", "the last pass over the hour window ended %s ago (stale after %s): cached rankings are "+
-			"not being refreshed. Check that topk schedule runs and its logs (it cannot reach Redis?)", age, stale)
+		return check(Warn, "scheduler", "the last pass over the hour window ended %s ago: the rankings are not being refreshed", age).because(
+			"Stale after %s. Check that topk schedule runs, and its logs (it cannot reach Redis?).", stale)
 	}
-	return check(OK, "scheduler", "the last pass over the hour window ended %s ago (stale after %s)", age, stale)
+	return check(OK, "scheduler", "the last pass over the hour window ended %s ago", age).because("Stale after %s.", stale)
 }
 
 // KafkaOptions configures CheckKafka.
@@ -486,8 +543,8 @@ type KafkaOptions struct {
 // CheckKafka checks the brokers, the topics and the consumer groups' lag.
 func CheckKafka(ctx context.Context, o KafkaOptions) []Check {
 	if len(o.Config.Brokers) == 0 {
-		return []Check{check(Warn, "kafka", "skipped: --brokers is empty, so the topics, dead-letter topics and consumer-group "+
-			"lag were not checked")}
+		return []Check{check(Warn, "kafka", "skipped: --brokers is empty").because(
+			"The topics, dead-letter topics and consumer-group lag were not checked.")}
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultTimeout
@@ -507,9 +564,9 @@ func CheckKafka(ctx context.Context, o KafkaOptions) []Check {
 	meta, err := adm.BrokerMetadata(step)
 	cancel()
 	if err != nil {
-		return []Check{check(Fail, "kafka "+seeds, "cannot reach the seed brokers within %s: %v. Check --brokers, that Kafka runs "+
-			"and this host can reach it, and --kafka-tls* / --kafka-sasl-* if the brokers need them; topics and consumer "+
-			"groups were not checked", o.Timeout, err)}
+		return []Check{check(Fail, "kafka "+seeds, "cannot reach the seed brokers within %s: %v", o.Timeout, err).because(
+			"Check --brokers, that Kafka runs and this host can reach it, and --kafka-tls* / --kafka-sasl-* if the brokers need them; " +
+				"topics and consumer groups were not checked.")}
 	}
 	out := []Check{check(OK, "kafka "+seeds, "the seed brokers answer: %d broker(s) in the cluster (%s)", len(meta.Brokers), brokerList(meta.Brokers))}
 
@@ -522,7 +579,8 @@ func CheckKafka(ctx context.Context, o KafkaOptions) []Check {
 	details, err := adm.ListTopics(step, topics...)
 	cancel()
 	if err != nil {
-		return append(out, check(Fail, "topics", "cannot list topics %s: %v (the Kafka user needs DESCRIBE on them)", strings.Join(topics, ", "), err))
+		return append(out, check(Fail, "topics", "cannot list topics %s: %v", strings.Join(topics, ", "), err).because(
+			"The Kafka user needs DESCRIBE on them."))
 	}
 	present := func(t string) (int, error) {
 		d, ok := details[t]
@@ -536,26 +594,29 @@ func CheckKafka(ctx context.Context, o KafkaOptions) []Check {
 
 	// The events topic and its DLQ.
 	if n, err := present(o.Topic); err != nil {
-		out = append(out, topicMissing(Fail, o.Topic, err, "the events topic: workers have nothing to consume. Create it with as many "+
-			"partitions as workers you want (one partition feeds one worker at a time)"))
+		out = append(out, topicMissing(Fail, o.Topic, err, "workers have nothing to consume: create it",
+			"It is the events topic. Create it with as many partitions as workers you want (one partition feeds one worker at a time)."))
 	} else {
 		out = append(out, check(OK, "topic "+o.Topic, "present, %d partition(s): at most %d ingest workers of a group do work", n, n))
 		groups = append(groups, o.Group)
 		parts[o.Group] = n
 	}
 	if n, err := present(o.DLQTopic); err != nil {
-		out = append(out, topicMissing(Warn, o.DLQTopic, err, "the dead-letter topic of "+o.Topic+": topk ingest creates it (1 partition) "+
-			"when it starts, so no worker has started against this cluster, or the Kafka user may not create topics (then create it)"))
+		out = append(out, topicMissing(Warn, o.DLQTopic, err, "no ingest worker has started here yet",
+			"It is the dead-letter topic of "+o.Topic+": topk ingest creates it (1 partition) when it starts, so no worker has "+
+				"started against this cluster, or the Kafka user may not create topics (then create it)."))
 	} else {
-		out = append(out, check(OK, "topic "+o.DLQTopic, "present, %d partition(s): rejected events (invalid, late, too far ahead) go here", n))
+		out = append(out, check(OK, "topic "+o.DLQTopic, "present, %d partition(s)", n).because(
+			"Rejected events (invalid, late, too far ahead) go here."))
 	}
 
 	// User activity, optional.
 	if o.ActivityTopic != "" {
 		if n, err := present(o.ActivityTopic); err != nil {
-			out = append(out, topicMissing(Warn, o.ActivityTopic, err, fmt.Sprintf("the user activity topic: user activity is not "+
-				"deployed here (ignore this if you do not use it), so its dead-letter topics and groups %s were not checked; "+
-				"to deploy it, create the topic and run topk activity ingest and archive", strings.Join(o.ActivityGroups, ", "))))
+			out = append(out, topicMissing(Warn, o.ActivityTopic, err, "user activity is not deployed here (ignore this if you do not use it)",
+				fmt.Sprintf("It is the user activity topic; its dead-letter topics and groups %s were not checked. "+
+					"To deploy user activity, create the topic and run topk activity ingest and archive (or run doctor with --activity-topic '').",
+					strings.Join(o.ActivityGroups, ", "))))
 		} else {
 			out = append(out, check(OK, "topic "+o.ActivityTopic, "present, %d partition(s)", n))
 			for _, g := range o.ActivityGroups {
@@ -564,9 +625,9 @@ func CheckKafka(ctx context.Context, o KafkaOptions) []Check {
 			}
 			for _, t := range o.ActivityDLQTopics {
 				if n, err := present(t); err != nil {
-					out = append(out, topicMissing(Warn, t, err, "a dead-letter topic of "+o.ActivityTopic+": its consumer "+
-						"(topk activity ingest or archive) creates it when it starts, so that consumer has not started here, "+
-						"or the Kafka user may not create topics"))
+					out = append(out, topicMissing(Warn, t, err, "its consumer has not started here yet",
+						"It is a dead-letter topic of "+o.ActivityTopic+": its consumer (topk activity ingest or archive) creates it "+
+							"when it starts, so that consumer has not started here, or the Kafka user may not create topics."))
 				} else {
 					out = append(out, check(OK, "topic "+t, "present, %d partition(s)", n))
 				}
@@ -580,7 +641,8 @@ func CheckKafka(ctx context.Context, o KafkaOptions) []Check {
 	lags, err := adm.Lag(step, groups...)
 	cancel()
 	if err != nil {
-		return append(out, check(Warn, "groups", "cannot read the lag of %s: %v (the Kafka user needs DESCRIBE on the groups)", strings.Join(groups, ", "), err))
+		return append(out, check(Warn, "groups", "cannot read the lag of %s: %v", strings.Join(groups, ", "), err).because(
+			"The Kafka user needs DESCRIBE on the groups."))
 	}
 	for _, g := range groups {
 		out = append(out, groupCheck(g, lags[g], parts[g], o.MaxLag))
@@ -597,11 +659,13 @@ func brokerList(bs kadm.BrokerDetails) string {
 	return strings.Join(s, ", ")
 }
 
-func topicMissing(level Level, topic string, err error, what string) Check {
+// topicMissing is the check of a topic that is absent or cannot be
+// described: short says what that means, detail explains.
+func topicMissing(level Level, topic string, err error, short, detail string) Check {
 	if errors.Is(err, kerr.UnknownTopicOrPartition) {
-		return check(level, "topic "+topic, "absent; %s", what)
+		return check(level, "topic "+topic, "absent: %s", short).because("%s", detail)
 	}
-	return check(level, "topic "+topic, "cannot be described: %v; %s", err, what)
+	return check(level, "topic "+topic, "cannot be described: %v", err).because("If it is absent, %s. %s", short, detail)
 }
 
 // groupCheck judges one consumer group from its description and lag.
@@ -609,9 +673,10 @@ func groupCheck(g string, l kadm.DescribedGroupLag, partitions int, maxLag int64
 	name := "group " + g
 	if err := l.Error(); err != nil {
 		if errors.Is(err, kerr.GroupIDNotFound) {
-			return check(Warn, name, "does not exist: no worker of this group has run against this cluster (or its offsets expired)")
+			return check(Warn, name, "does not exist: no worker of this group has run here").because(
+				"No worker of this group has run against this cluster, or its offsets expired.")
 		}
-		return check(Warn, name, "cannot be described: %v (the Kafka user needs DESCRIBE on the group)", err)
+		return check(Warn, name, "cannot be described: %v", err).because("The Kafka user needs DESCRIBE on the group.")
 	}
 	var total, worst int64
 	var worstAt string
@@ -635,16 +700,16 @@ func groupCheck(g string, l kadm.DescribedGroupLag, partitions int, maxLag int64
 	state := fmt.Sprintf("state %s, %d member(s)", l.State, len(l.Members))
 	switch {
 	case l.State == "Dead" || (len(l.Members) == 0 && counted == 0):
-		return check(Warn, name, "has no members and no committed offsets (%s): no worker of this group has run against this "+
-			"cluster, or its offsets expired; start the workers", state)
+		return check(Warn, name, "has no members and no committed offsets: start the workers").because(
+			"%s: no worker of this group has run against this cluster, or its offsets expired.", state)
 	case len(errs) > 0:
-		return check(Warn, name, "%s, %s; the lag of some partitions is unknown: %s", state, lag, strings.Join(errs, "; "))
+		return check(Warn, name, "%s, %s; the lag of some partitions is unknown", state, lag).because("%s.", strings.Join(errs, "; "))
 	case len(l.Members) == 0:
-		return check(Warn, name, "%s, %s: no worker is connected, so nothing is consumed and the lag grows with every event. "+
-			"Start the workers (or ignore this if they are meant to be stopped)", state, lag)
+		return check(Warn, name, "%s, %s: no worker is connected", state, lag).because(
+			"Nothing is consumed and the lag grows with every event. Start the workers (or ignore this if they are meant to be stopped).")
 	case maxLag > 0 && total > maxLag:
-		return check(Warn, name, "%s, %s: more than --max-lag %d. The workers are behind: check that Redis answers quickly "+
-			"(the flushes wait for it), then add workers, up to the %d partition(s)", state, lag, maxLag, partitions)
+		return check(Warn, name, "%s, %s: more than --max-lag %d", state, lag, maxLag).because(
+			"The workers are behind: check that Redis answers quickly (the flushes wait for it), then add workers, up to the %d partition(s).", partitions)
 	}
 	return check(OK, name, "%s, %s", state, lag)
 }

@@ -95,19 +95,35 @@ func find(t *testing.T, checks []doctor.Check, name string) doctor.Check {
 
 func text(checks []doctor.Check) string {
 	var b strings.Builder
-	_ = doctor.WriteText(&b, checks)
+	_ = doctor.WriteText(&b, checks, true)
 	return b.String()
 }
 
+// expect checks c's level and that its message and detail, together, say
+// each of contains; and that the message is one short line.
 func expect(t *testing.T, c doctor.Check, level doctor.Level, contains ...string) {
 	t.Helper()
 	if c.Level != level {
 		t.Errorf("%s: level %s, want %s: %s", c.Name, c.Level, level, c.Message)
 	}
+	all := c.Message + " " + c.Detail
 	for _, s := range contains {
-		if !strings.Contains(c.Message, s) {
-			t.Errorf("%s: message lacks %q: %s", c.Name, s, c.Message)
+		if !strings.Contains(all, s) {
+			t.Errorf("%s: message and detail lack %q: %s / %s", c.Name, s, c.Message, c.Detail)
 		}
+	}
+	short(t, c)
+}
+
+// maxMessage is the longest a check's message may be in these tests, with
+// the addresses and errors it quotes: one line, the rest is its detail.
+const maxMessage = 110
+
+// short requires c's message to be one short line.
+func short(t *testing.T, c doctor.Check) {
+	t.Helper()
+	if strings.Contains(c.Message, "\n") || len(c.Message) > maxMessage {
+		t.Errorf("%s: message of %d bytes, want one line of at most %d (the rest goes to the detail): %s", c.Name, len(c.Message), maxMessage, c.Message)
 	}
 }
 
@@ -174,6 +190,7 @@ func TestHealthy(t *testing.T) {
 		if c.Level != doctor.OK {
 			t.Errorf("%s: %s, want ok: %s", c.Name, c.Level, c.Message)
 		}
+		short(t, c)
 	}
 	if doctor.Failed(checks) {
 		t.Error("Failed reports a failure")
@@ -230,7 +247,7 @@ func TestEvictionPolicy(t *testing.T) {
 		{"allkeys-lru", "1gb", doctor.Fail, []string{"allkeys-lru", "evicts any key", "maxmemory 1.0 GiB", "noeviction"}},
 		{"volatile-lru", "1gb", doctor.Fail, []string{"volatile-lru", "have a TTL", "fences", "noeviction"}},
 		{"allkeys-lru", "0", doctor.Warn, []string{"no limit", "once maxmemory is set"}},
-		{"noeviction", "1gb", doctor.OK, []string{"nothing is evicted", "OOM"}},
+		{"noeviction", "1gb", doctor.OK, []string{"nothing is evicted", "OOM", "maxmemory 1.0 GiB"}},
 	} {
 		for _, kv := range [][2]string{{"maxmemory", tc.maxmemory}, {"maxmemory-policy", tc.policy}} {
 			if err := c.Do(context.Background(), c.B().ConfigSet().ParameterValue().ParameterValue(kv[0], kv[1]).Build()).Error(); err != nil {
@@ -265,8 +282,8 @@ func TestMissingScript(t *testing.T) {
 	if doctor.Failed(checks) {
 		t.Errorf("a missing script failed the checks:\n%s", text(checks))
 	}
-	if strings.Contains(s.Message, "ingest (") {
-		t.Errorf("names a loaded script: %s", s.Message)
+	if strings.Contains(s.Message+s.Detail, "ingest (") {
+		t.Errorf("names a loaded script: %s / %s", s.Message, s.Detail)
 	}
 }
 
