@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -103,10 +102,13 @@ func openRaw(c *cli.Context) (*rawstore.Postgres, error) {
 	defer cancel()
 	raw, err := rawstore.Open(ctx, dsn, rawstore.Options{})
 	if err != nil {
-		return nil, cli.Exit(fmt.Sprintf("cannot open the raw event store: %v", plainError(err)), exitFailure)
+		return nil, cli.Exit(fmt.Sprintf("cannot open the raw event store (--postgres): %v", plainError(err)), exitFailure)
 	}
 	if err := raw.Migrate(ctx); err != nil {
 		raw.Close()
+		if errors.Is(err, rawstore.ErrUnavailable) {
+			return nil, cli.Exit(fmt.Sprintf("cannot reach the raw event store (PostgreSQL, --postgres): %v", strings.TrimPrefix(plainError(err), rawstore.ErrUnavailable.Error()+": ")), exitFailure)
+		}
 		return nil, cli.Exit(fmt.Sprintf("cannot create the raw event store's schema: %v", plainError(err)), exitFailure)
 	}
 	return raw, nil
@@ -242,14 +244,6 @@ func rejectDetail(err error) string {
 	}
 	return err.Error()
 }
-
-// opPrefix matches the operations a backend's error starts with
-// ("rawstore.List: ", "usercount: "): they say where in topk the error was
-// found, which the user does not need.
-var opPrefix = regexp.MustCompile(`^(?:[a-z]+(?:\.[A-Za-z]+)?: )+`)
-
-// plainError is err's message without operation prefixes.
-func plainError(err error) string { return opPrefix.ReplaceAllString(err.Error(), "") }
 
 // timeValue is a --from or --to: RFC 3339 or unix milliseconds, as the
 // HTTP API's from= and to= (api.ParseTime).

@@ -56,6 +56,9 @@ func TestExitCodes(t *testing.T) {
 		// Failures: the backend is unreachable.
 		{[]string{"get", "--redis", unreachable, "-w", "x"}, 1, "cannot reach Redis at " + unreachable},
 		{[]string{"activity", "count", "--redis", unreachable, "--user", "u", "--window", "1h"}, 1, "cannot reach Redis at " + unreachable},
+		// pgx's error spans a line per address tried: one line here.
+		{[]string{"activity", "list", "--postgres", "postgres://nobody@" + unreachable + "/x", "--user", "u"}, 1, "cannot reach the raw event store (PostgreSQL, --postgres): failed to connect"},
+		{[]string{"produce", "--brokers", unreachable, "--count", "1"}, 1, "cannot create or find topic topk.events on Kafka at " + unreachable + ": unable to dial"},
 		// No such result.
 		{[]string{"get", "--redis", r.Addr(), "-w", "x"}, 3, `workspace "x" has no ranking over the last hour yet`},
 		// Success, and help, which is not an error.
@@ -82,7 +85,7 @@ func TestExitCodes(t *testing.T) {
 		if tc.code == 2 && (out != "" || errOut != "") {
 			t.Errorf("topk %s: a usage error printed more than its message:\nstdout:\n%s\nstderr:\n%s", name, out, errOut)
 		}
-		for _, internal := range []string{"Incorrect Usage", "No help topic", "flag provided", "parse error", "inner error"} {
+		for _, internal := range []string{"Incorrect Usage", "No help topic", "flag provided", "parse error", "inner error", "kafka.", "rawstore", "store.", "map["} {
 			if strings.Contains(msg, internal) {
 				t.Errorf("topk %s: error %q shows urfave/cli's or Go's own wording %q", name, msg, internal)
 			}

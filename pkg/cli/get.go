@@ -59,7 +59,7 @@ func getCommand(env *Env) *cli.Command {
 				return cli.Exit(fmt.Sprintf("workspace %q has no ranking over %s yet: no scheduler pass has seen activity of it (is topk schedule running?)", ws, windowWords(win)), exitNotFound)
 			}
 			if err != nil {
-				return cli.Exit(err.Error(), exitFailure)
+				return cli.Exit("cannot read the ranking from Redis: "+err.Error(), exitFailure)
 			}
 			if c.Bool("json") {
 				return writeJSON(env, api.TopResponse(ws, win, res, time.Now()))
@@ -173,7 +173,7 @@ func getGlobal(c *cli.Context, env *Env, st *store.Store, win string) error {
 		return cli.Exit(fmt.Sprintf("there is no global ranking over %s yet (is topk schedule running?)", windowWords(win)), exitNotFound)
 	}
 	if err != nil {
-		return cli.Exit(err.Error(), exitFailure)
+		return cli.Exit("cannot read the global ranking from Redis: "+err.Error(), exitFailure)
 	}
 	out := api.GlobalResponse(win, res, time.Now())
 	if c.Bool("json") {

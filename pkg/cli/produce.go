@@ -91,7 +91,7 @@ func produceCommandRun(c *cli.Context, bar *progress.Bar, label, topic string, g
 	}
 	defer cl.Close()
 	if err := kafka.EnsureTopics(c.Context, cl, int32(c.Int("partitions")), topic); err != nil {
-		return cli.Exit(err.Error(), exitFailure)
+		return cli.Exit(fmt.Sprintf("cannot create or find topic %s on Kafka at %s: %v", topic, c.String("brokers"), err), exitFailure)
 	}
 	stats, err := produce(c.Context, bar, label, cl, topic, gen, loadgen.ProduceOptions{
 		Rate: rate, Duration: c.Duration("duration"), Count: c.Int64("count"),

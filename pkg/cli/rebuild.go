@@ -64,7 +64,7 @@ func rebuild(c *cli.Context, env *Env, bar *progress.Bar, st *store.Store, log *
 	})
 	meter.Finish()
 	if err != nil {
-		return cli.Exit(err.Error(), exitFailure)
+		return cli.Exit(fmt.Sprintf("cannot replay topic %s from Kafka at %s: %v", c.String("topic"), c.String("brokers"), err), exitFailure)
 	}
 	s, err := scheduler.New(scheduler.Params{Store: st, K: c.Int("k"), Logger: log})
 	if err != nil {
