@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -21,6 +20,7 @@ import (
 	"github.com/topk-dev/topk/pkg/events"
 	"github.com/topk-dev/topk/pkg/geo"
 	"github.com/topk-dev/topk/pkg/ingest"
+	"github.com/topk-dev/topk/pkg/internal/userwords"
 	"github.com/topk-dev/topk/pkg/rawstore"
 	"github.com/topk-dev/topk/pkg/security"
 	"github.com/topk-dev/topk/pkg/usercount"
@@ -547,14 +547,10 @@ func (a *Activity) backendError(w http.ResponseWriter, err error, backend string
 	writeError(w, http.StatusServiceUnavailable, redisUnavailable("cannot reach "+backend, err))
 }
 
-// opPrefix matches the operations that the backends' errors start with
-// ("geo.bbox: ", "usercount: "), for the logs; a client is told what was
-// wrong, not where in topk it was found.
-var opPrefix = regexp.MustCompile(`^(?:[a-z]+(?:\.[A-Za-z]+)?: )+`)
-
-// plainError is the message of a backend's refusal of a request (400),
-// without operation prefixes.
-func plainError(err error) string { return opPrefix.ReplaceAllString(err.Error(), "") }
+// plainError is the message of a backend's refusal of a request (400) in
+// the user's words: a client is told what was wrong, not where in topk it
+// was found.
+func plainError(err error) string { return userwords.Err(err) }
 
 // checkUser answers 400 for a user id that can never exist
 // (activity.CheckUserID): no event with it is accepted, counted or stored,

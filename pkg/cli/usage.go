@@ -4,10 +4,11 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
-	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/topk-dev/topk/pkg/internal/userwords"
 )
 
 // Bad usage exits with exitUsage and one line saying what was wrong and
@@ -21,38 +22,8 @@ func usageError(path, format string, args ...any) error {
 	return cli.Exit(fmt.Sprintf(format, args...)+" (see "+path+" --help)", exitUsage)
 }
 
-// topkPackages are the packages under pkg/, whose errors start with their
-// operation ("store.read_top: ", "rawstore.List: ", "usercount: ").
-var topkPackages = []string{"activity", "activityingest", "api", "bench", "cli", "devenv", "doctor", "events", "geo",
-	"ingest", "internal", "kafka", "keys", "loadgen", "metrics", "progress", "rawstore", "scheduler", "security",
-	"sketch", "store", "usercount", "window"}
-
-// internalPrefix matches those operations, at the start of a message or of
-// a cause (after ": "). They say where in topk an error arose, which logs
-// keep and users do not need.
-// An operation may name its object: "kafka.ensure_topics topk.events: ".
-var internalPrefix = regexp.MustCompile(`(^|: )(?:(?:` + strings.Join(topkPackages, "|") + `)(?:\.[A-Za-z_]+(?: [^\s:]+)?)?: )+`)
-
-// userWords is an error message on one line (a cause that spans lines,
-// such as pgx's one per address tried, is joined with "; ", each line
-// once) without topk's operation prefixes: every command's error passes
-// through it (enforceCommand).
-func userWords(msg string) string {
-	if strings.Contains(msg, "\n") {
-		var lines []string
-		for _, l := range strings.Split(msg, "\n") {
-			if l = strings.TrimSpace(l); l != "" && !slices.Contains(lines, l) {
-				lines = append(lines, l)
-			}
-		}
-		msg = strings.Join(lines, "; ")
-		msg = strings.ReplaceAll(msg, ":; ", ": ")
-	}
-	return internalPrefix.ReplaceAllString(msg, "$1")
-}
-
-// plainError is err's message in the user's words (userWords).
-func plainError(err error) string { return userWords(err.Error()) }
+// plainError is err's message in the user's words.
+func plainError(err error) string { return userwords.Err(err) }
 
 // enforceUsage gives app and every command in it the usage errors above:
 // unknown commands (checked before any command runs), flags that are
@@ -74,7 +45,7 @@ func enforceCommand(cmd *cli.Command, path string) {
 			if err == nil {
 				return nil
 			}
-			if msg := userWords(err.Error()); msg != err.Error() {
+			if msg := userwords.Err(err); msg != err.Error() {
 				return cli.Exit(msg, ExitStatus(err))
 			}
 			return err

@@ -1,4 +1,4 @@
-package cli
+package userwords
 
 import (
 	"os"
@@ -6,9 +6,9 @@ import (
 	"testing"
 )
 
-// TestUserWords: topk's operation prefixes leave a message, at its start
-// and before a cause; other words ending with a colon stay.
-func TestUserWords(t *testing.T) {
+// TestOf: topk's operation prefixes leave a message, at its start and
+// before a cause; other words ending with a colon stay.
+func TestOf(t *testing.T) {
 	for in, want := range map[string]string{
 		"store.read_top: dial tcp 127.0.0.1:1: connect: connection refused":         "dial tcp 127.0.0.1:1: connect: connection refused",
 		"cannot read the raw event store: rawstore.List: timeout: context deadline": "cannot read the raw event store: timeout: context deadline",
@@ -20,15 +20,15 @@ func TestUserWords(t *testing.T) {
 		"kafka.ensure_topics topk.events: unable to dial: dial tcp":                 "unable to dial: dial tcp",
 		"failed to connect to `user=u database=x`:\n\t127.0.0.1:1 (127.0.0.1): dial error\n\t127.0.0.1:1 (127.0.0.1): dial error": "failed to connect to `user=u database=x`: 127.0.0.1:1 (127.0.0.1): dial error",
 	} {
-		if got := userWords(in); got != want {
-			t.Errorf("userWords(%q) = %q, want %q", in, got, want)
+		if got := Of(in); got != want {
+			t.Errorf("Of(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
 
-// TestTopkPackages: topkPackages lists the packages under pkg/.
-func TestTopkPackages(t *testing.T) {
-	entries, err := os.ReadDir("..")
+// TestPackages: packages lists the packages under pkg/.
+func TestPackages(t *testing.T) {
+	entries, err := os.ReadDir("../..")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func TestTopkPackages(t *testing.T) {
 			dirs = append(dirs, e.Name())
 		}
 	}
-	if !slices.Equal(dirs, topkPackages) {
-		t.Errorf("pkg/ holds %v; topkPackages is %v", dirs, topkPackages)
+	if !slices.Equal(dirs, packages) {
+		t.Errorf("pkg/ holds %v; packages is %v", dirs, packages)
 	}
 }
