@@ -58,10 +58,8 @@ const (
 	// ReasonInvalidID: user_id or event_id has a control character (see
 	// CheckUserID).
 	ReasonInvalidID events.Reason = "invalid_id"
-	// ReasonInvalidTS: ts is given, an integer, but not a positive number
-	// of unix milliseconds (0 or negative). A missing or null ts is
-	// missing_field.
-	ReasonInvalidTS events.Reason = "invalid_ts"
+	// ReasonInvalidTS is events.ReasonInvalidTS (events.CheckTS).
+	ReasonInvalidTS = events.ReasonInvalidTS
 )
 
 // Event is one user activity event: one JSON object per record value, e.g.
@@ -134,8 +132,8 @@ func Decode(value []byte) (Event, error) {
 	if err != nil {
 		return Event{}, events.Reject(events.ReasonWrongType, "ts must be an integer number of unix milliseconds, got %.40s", raw.TS)
 	}
-	if ts <= 0 {
-		return Event{}, events.Reject(ReasonInvalidTS, "ts must be a positive number of unix milliseconds (the event time), got %d", ts)
+	if err := events.CheckTS(ts); err != nil {
+		return Event{}, err
 	}
 	ev.TS = ts
 	if ev.Lat, err = coordinate("lat", raw.Lat); err != nil {

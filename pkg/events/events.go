@@ -53,6 +53,10 @@ const (
 	ReasonWrongType     Reason = "wrong_type"
 	ReasonMissingField  Reason = "missing_field"
 	ReasonIDTooLong     Reason = "id_too_long"
+	// ReasonInvalidTS: ts is given, an integer, but not a positive number
+	// of unix milliseconds (0 or negative). A missing or null ts is
+	// missing_field.
+	ReasonInvalidTS Reason = "invalid_ts"
 	// ReasonLate: the event reached the broker more than the allowed
 	// lateness after its minute ended (see ingest.Config.Lateness).
 	ReasonLate           Reason = "late"
@@ -155,6 +159,9 @@ func decodeSlow(value []byte) (Event, error) {
 	if err != nil {
 		return Event{}, Reject(ReasonWrongType, "ts must be an integer number of unix milliseconds, got %.40s", raw.TS)
 	}
+	if err := CheckTS(ts); err != nil {
+		return Event{}, err
+	}
 	ev.TS = ts
 	if ev.Type == "" {
 		ev.Type = DefaultType
@@ -165,6 +172,16 @@ func decodeSlow(value []byte) (Event, error) {
 // errMissingTS is the rejection of an event without a ts (or with a null one).
 func errMissingTS() error {
 	return Reject(ReasonMissingField, "ts is required (event time, unix milliseconds)")
+}
+
+// CheckTS rejects an event time that is not a positive number of unix
+// milliseconds, as invalid_ts: the channel and the user-activity events
+// share the rule.
+func CheckTS(ts int64) error {
+	if ts <= 0 {
+		return Reject(ReasonInvalidTS, "ts must be a positive number of unix milliseconds (the event time), got %d", ts)
+	}
+	return nil
 }
 
 func checkID(field, id string) error {

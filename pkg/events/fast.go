@@ -189,6 +189,9 @@ func decodeFast(value []byte) (ev Event, handled bool, err error) {
 	if !haveTS {
 		return Event{}, true, errMissingTS()
 	}
+	if err := CheckTS(ts); err != nil {
+		return Event{}, true, err
+	}
 	ev.TS = ts
 	if ev.Type == "" {
 		ev.Type = DefaultType
