@@ -47,12 +47,17 @@ func NewTimeRule(lateness, maxSkew, limit time.Duration) (TimeRule, error) {
 // behind the worker is and however often the record is replayed, so a
 // lagging worker or a rebuild never turns on-time events into late ones.
 func (r TimeRule) Check(ts int64, arrived time.Time) error {
+	// The future first: an event stamped ahead of its arrival cannot be
+	// late, and its minute's end could overflow int64.
+	if err := r.CheckAhead(ts, arrived); err != nil {
+		return err
+	}
 	end := (window.MinuteOfMillis(ts) + 1) * 60_000
 	if limit := end + r.lateness.Milliseconds(); arrived.UnixMilli() > limit {
 		return events.Reject(events.ReasonLate, "event time %s arrived at %s, more than %s after its minute ended",
 			time.UnixMilli(ts).UTC().Format(time.RFC3339Nano), arrived.UTC().Format(time.RFC3339Nano), r.lateness)
 	}
-	return r.CheckAhead(ts, arrived)
+	return nil
 }
 
 // CheckAhead is the future half of Check alone: an event stamped further

@@ -246,7 +246,7 @@ func TestBadInput(t *testing.T) {
 		{`{"workspace_id":"w","channel_id":"c","ts":1,"pad":"` + strings.Repeat("p", events.MaxRecordBytes) + `"}`, events.ReasonTooLarge},
 		{fmt.Sprintf(`{"workspace_id":"w","channel_id":"c","ts":%d}`, f.now.Add(-61*time.Minute).UnixMilli()), events.ReasonLate},
 		{fmt.Sprintf(`{"workspace_id":"w","channel_id":"c","ts":%d}`, f.now.Add(6*time.Minute).UnixMilli()), events.ReasonTooFarInFuture},
-		{`{"workspace_id":"w","channel_id":"c","ts":-9223372036854775808}`, events.ReasonLate}, // must not overflow into the future
+		{`{"workspace_id":"w","channel_id":"c","ts":-9223372036854775808}`, events.ReasonInvalidTS}, // refused before the time rule, whose arithmetic must not overflow either
 	}
 	tr := truth{}
 	var recs []*kgo.Record

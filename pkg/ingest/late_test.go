@@ -3,6 +3,7 @@ package ingest_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -202,4 +203,23 @@ func TestCustomLateness(t *testing.T) {
 		{ws: "w", ch: "late", minute: m + 1, offset: 0, after: 10 * time.Minute, late: true},
 		{ws: "w", ch: "after", minute: m + 1, offset: 0, after: 0},
 	})
+}
+
+// TestTimeRuleExtremes: the time rule's arithmetic neither overflows nor
+// wraps for the most extreme event times (Decode refuses times of 0 or
+// below, but the rule is exported and must stand on its own).
+func TestTimeRuleExtremes(t *testing.T) {
+	rule, err := ingest.NewTimeRule(0, 0, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	arrived := time.Now()
+	for ts, want := range map[int64]events.Reason{
+		math.MinInt64: events.ReasonLate,
+		math.MaxInt64: events.ReasonTooFarInFuture,
+	} {
+		if got := events.ReasonOf(rule.Check(ts, arrived)); got != want {
+			t.Errorf("Check(%d) = %q, want %q", ts, got, want)
+		}
+	}
 }
