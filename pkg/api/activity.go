@@ -22,7 +22,6 @@ import (
 	"github.com/topk-dev/topk/pkg/ingest"
 	"github.com/topk-dev/topk/pkg/internal/userwords"
 	"github.com/topk-dev/topk/pkg/rawstore"
-	"github.com/topk-dev/topk/pkg/security"
 	"github.com/topk-dev/topk/pkg/usercount"
 )
 
@@ -384,86 +383,6 @@ func (a *Activity) list(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, NewListResponse(user, evs, next, from, to))
-}
-
-// DeleteResponse answers DELETE /v1/users/{id}/activity: what each store
-// removed. Both stores are always asked, each on its own: one failing does
-// not stop the other.
-type DeleteResponse struct {
-	UserID string `json:"user_id"`
-	// Complete is true (200) when neither store holds anything more of the
-	// user. When false (503), send the same DELETE again: each store's part
-	// is idempotent and complete in itself, so a later call removes what
-	// this one did not.
-	Complete           bool  `json:"complete"`
-	RawEventsDeleted   int64 `json:"raw_events_deleted"`
-	CounterKeysDeleted int   `json:"counter_keys_deleted"`
-	// Counters and RawEvents are each store's outcome.
-	Counters  StoreDeletion `json:"counters"`
-	RawEvents StoreDeletion `json:"raw_events"`
-	// Error says what was left, when not Complete.
-	Error string `json:"error,omitempty"`
-}
-
-// StoreDeletion is one store's part of a delete.
-type StoreDeletion struct {
-	// Status is "deleted": the store holds nothing more of the user; or
-	// "failed": the store refused or did not answer, and some or all of
-	// the user's data may still be there.
-	Status string `json:"status"`
-	Error  string `json:"error,omitempty"`
-}
-
-// delete removes a user's counters and raw events. Geo aggregates stay:
-// they hold no user id (the unique-user estimates are HyperLogLogs, from
-// which no id can be read back).
-func (a *Activity) delete(w http.ResponseWriter, req *http.Request) {
-	if a.Raw == nil || a.Counts == nil {
-		writeError(w, http.StatusServiceUnavailable, "deleting needs both the raw event store and the per-user counters configured")
-		return
-	}
-	user := req.PathValue("id")
-	if !checkUser(w, user) {
-		return
-	}
-	out := DeleteResponse{UserID: user}
-	// Each store gets its own deadline, so that one that hangs leaves the
-	// other its full time.
-	do := func(backend string, fn func(ctx context.Context) error) StoreDeletion {
-		ctx, cancel := context.WithTimeout(req.Context(), 2*ReadTimeout)
-		defer cancel()
-		if err := fn(ctx); err != nil {
-			a.Log.Warn("api: user activity delete failed", "backend", backend, "err", err)
-			if backend == "Redis" && security.ClassifyRedis(err) != security.NotRefused {
-				return StoreDeletion{Status: "failed", Error: "Redis refused: " + redisReason(err)}
-			}
-			return StoreDeletion{Status: "failed", Error: backend + " refused or did not answer (the server's log has its error)"}
-		}
-		return StoreDeletion{Status: "deleted"}
-	}
-	out.Counters = do("Redis", func(ctx context.Context) (err error) {
-		out.CounterKeysDeleted, err = a.Counts.DeleteUser(ctx, user)
-		return err
-	})
-	out.RawEvents = do("PostgreSQL", func(ctx context.Context) (err error) {
-		out.RawEventsDeleted, err = a.Raw.DeleteUser(ctx, user)
-		return err
-	})
-	var left []string
-	if out.Counters.Status != "deleted" {
-		left = append(left, "counters")
-	}
-	if out.RawEvents.Status != "deleted" {
-		left = append(left, "raw events")
-	}
-	if len(left) > 0 {
-		out.Error = "the user's " + strings.Join(left, " and ") + " may not be deleted; send the DELETE again"
-		writeJSON(w, http.StatusServiceUnavailable, out)
-		return
-	}
-	out.Complete = true
-	a.Log.Info("api: user activity deleted", "raw_events", out.RawEventsDeleted, "counter_keys", out.CounterKeysDeleted)
-	writeJSON(w, http.StatusOK, out)
 }
 
 // GeoResponse answers GET /v1/activity/geo.

@@ -791,7 +791,7 @@ func TestActivityList(t *testing.T) {
 		t.Fatal(err)
 	}
 	if res := delFailed(other); res.Complete || res.Counters != failed("Redis") || res.RawEvents != done || res.RawEventsDeleted != 3 ||
-		res.Error != "the user's counters may not be deleted; send the DELETE again" {
+		res.Error != "the user's counters may not be deleted; delete again to finish" {
 		t.Errorf("DELETE with Redis down: %+v", res)
 	}
 
@@ -811,7 +811,7 @@ func TestActivityList(t *testing.T) {
 		t.Run("delete", func(t *testing.T) {
 			t.Parallel()
 			if res := delFailed(other); res.Complete || res.Counters != failed("Redis") || res.RawEvents != failed("PostgreSQL") ||
-				res.Error != "the user's counters and raw events may not be deleted; send the DELETE again" {
+				res.Error != "the user's counters and raw events may not be deleted; delete again to finish" {
 				t.Errorf("DELETE with both stores down: %+v", res)
 			}
 		})

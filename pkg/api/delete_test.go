@@ -147,7 +147,7 @@ func TestActivityDeletePartial(t *testing.T) {
 				Counters: api.StoreDeletion{Status: "failed",
 					Error: "Redis refused: permission denied by Redis ACL: topk serve's Redis user lacks the command '" + tc.denied + "' (see config/redis-acl.conf)"},
 				RawEvents: api.StoreDeletion{Status: "deleted"},
-				Error:     "the user's counters may not be deleted; send the DELETE again"}
+				Error:     "the user's counters may not be deleted; delete again to finish"}
 			if res != want {
 				t.Fatalf("first DELETE:\n%+v\nwant\n%+v", res, want)
 			}

@@ -476,10 +476,14 @@ func activityListCommand(env *Env) *cli.Command {
 	})
 }
 
+// deleteTimeout bounds each store's part of `activity delete`.
+const deleteTimeout = 30 * time.Second
+
 func activityDeleteCommand(env *Env) *cli.Command {
 	const path = "topk activity delete"
 	flags := []cli.Flag{redisFlag(DefaultRedis), prefixFlag(), postgresFlag("required"),
-		&cli.StringFlag{Name: "user", Required: true, Usage: "user id"}}
+		&cli.StringFlag{Name: "user", Required: true, Usage: "user id"},
+		&cli.BoolFlag{Name: "json", Usage: "print the HTTP API's JSON (DELETE /v1/users/{id}/activity)"}}
 	flags = append(flags, logFlags("warn")...)
 	return withConfig(&cli.Command{
 		Name:  "delete",
@@ -502,21 +506,27 @@ func activityDeleteCommand(env *Env) *cli.Command {
 					return err
 				}
 				defer raw.Close()
-				// Each store on its own, as DELETE /v1/users/{id}/activity
-				// does: one failing does not keep the other from its part.
-				k, cerr := users.DeleteUser(c.Context, user)
-				n, rerr := raw.DeleteUser(c.Context, user)
-				if cerr == nil && rerr == nil {
-					fmt.Fprintf(env.Out, "deleted %d raw events and %d counter keys of %s\n", n, k, user)
-					return nil
-				}
-				report := func(what string, deleted int64, err error) string {
-					if err != nil {
-						return what + ": not deleted (" + plainError(err) + ")"
+				// The delete DELETE /v1/users/{id}/activity runs, with the
+				// stores' own errors shown: the operator is the user here.
+				out := api.DeleteUser(c.Context, users, raw, user, deleteTimeout, true, nil)
+				if c.Bool("json") {
+					if err := writeJSON(env, out); err != nil {
+						return err
 					}
-					return fmt.Sprintf("%s: %d deleted", what, deleted)
+				} else if out.Complete {
+					fmt.Fprintf(env.Out, "deleted %d raw events and %d counter keys of %s\n", out.RawEventsDeleted, out.CounterKeysDeleted, user)
 				}
-				return cli.Exit(fmt.Sprintf("%s; %s. Run the delete again to finish it", report("counter keys", int64(k), cerr), report("raw events", n, rerr)), exitFailure)
+				if !out.Complete {
+					report := func(what string, d api.StoreDeletion, deleted int64) string {
+						if d.Status != "deleted" {
+							return what + ": not deleted (" + d.Error + ")"
+						}
+						return fmt.Sprintf("%s: %d deleted", what, deleted)
+					}
+					return cli.Exit(report("counter keys", out.Counters, int64(out.CounterKeysDeleted))+"; "+
+						report("raw events", out.RawEvents, out.RawEventsDeleted)+". Run the delete again to finish it", exitFailure)
+				}
+				return nil
 			})(c)
 		},
 	})

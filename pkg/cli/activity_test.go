@@ -86,6 +86,13 @@ func TestActivityCommands(t *testing.T) {
 	if !strings.HasPrefix(out, fmt.Sprintf("deleted %d raw events and ", counted)) {
 		t.Fatalf("delete: %q", out)
 	}
+	// --json prints DELETE /v1/users/{id}/activity's answer; a second
+	// delete finds nothing left.
+	var del api.DeleteResponse
+	if err := json.Unmarshal([]byte(mustRun(t, "activity", "delete", "--redis", r.Addr(), "--postgres", pg, "--user", "user-1", "--json")), &del); err != nil ||
+		!del.Complete || del.UserID != "user-1" || del.RawEventsDeleted != 0 || del.Counters.Status != "deleted" || del.RawEvents.Status != "deleted" {
+		t.Fatalf("delete --json: %+v (%v)", del, err)
+	}
 	if out := mustRun(t, "activity", "count", "--redis", r.Addr(), "--user", "user-1", "--window", "1h"); out != "user-1 last 1h: 0 events\n" {
 		t.Fatalf("after delete: %q", out)
 	}
