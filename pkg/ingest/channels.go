@@ -171,13 +171,7 @@ func (s *channelSink) hold(tp topicPartition, p *part) {
 		s.held[tp] = &part{counts: p.counts, first: p.first, last: p.last, counted: p.counted}
 		return
 	}
-	for ws, byMinute := range p.counts {
-		for m, byChannel := range byMinute {
-			for ch, n := range byChannel {
-				h.counts.Add(ws, m, ch, n)
-			}
-		}
-	}
+	h.counts.AddCounts(p.counts)
 	h.last = p.last
 	h.counted = append(h.counted, p.counted...)
 }

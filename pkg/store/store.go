@@ -122,6 +122,17 @@ func (c Counts) Add(ws string, m int64, ch string, n int64) {
 	byChannel[ch] += n
 }
 
+// AddCounts adds every count of o to c.
+func (c Counts) AddCounts(o Counts) {
+	for ws, byMinute := range o {
+		for m, byChannel := range byMinute {
+			for ch, n := range byChannel {
+				c.Add(ws, m, ch, n)
+			}
+		}
+	}
+}
+
 // Source is the records a part of a batch was counted from: the offsets
 // First..Last of one topic partition, named "<topic>/<partition>".
 type Source struct {
@@ -242,8 +253,9 @@ func (s *Store) Prepare(counts Counts) *Batch {
 // mix workspaces, which keeps the number of calls per flush small.
 func (s *Store) PrepareParts(parts []Part) *Batch {
 	b := s.PrepareWorkspaceParts(parts)
-	b.calls = append(b.calls, s.prepareGlobal(parts)...)
-	b.done = make([]bool, len(b.calls))
+	global := s.prepareGlobal(parts)
+	b.calls = append(b.calls, global...)
+	b.done = append(b.done, make([]bool, len(global))...)
 	return b
 }
 
@@ -297,13 +309,7 @@ func mergeCounts(parts []Part) Counts {
 	}
 	all := Counts{}
 	for _, p := range parts {
-		for ws, byMinute := range p.Counts {
-			for m, byChannel := range byMinute {
-				for ch, n := range byChannel {
-					all.Add(ws, m, ch, n)
-				}
-			}
-		}
+		all.AddCounts(p.Counts)
 	}
 	return all
 }
