@@ -783,9 +783,10 @@ func TestGetMarksStaleResults(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := mustRun(t, "get", "--redis", r.Addr(), "--workspace", "w1")
-	lines := strings.Split(out, "\n")
-	if len(lines) < 2 || !strings.HasSuffix(lines[0], "updated 30s ago") ||
-		lines[1] != "STALE: not updated for 30s, and it is updated every 5s: is topk schedule running and reaching Redis?" {
+	// The age is read a moment after the write, so it may be 30.1 s or, on
+	// a loaded machine, a little more.
+	header := regexp.MustCompile(`updated 3\d(\.\d)?s ago\nSTALE: not updated for 3\ds, and it is updated every 5s: is topk schedule running and reaching Redis\?\n`)
+	if !header.MatchString(out) {
 		t.Errorf("header does not flag a 30 s old result:\n%s", out)
 	}
 	g, err := getJSON(t, r.Addr(), "w1")
