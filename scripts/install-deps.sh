@@ -35,6 +35,11 @@
 #                 what to install, and the page test fails naming this
 #                 script. The browser is for that test only: `make run`
 #                 needs none.
+#   redis-sentinel  Debian's redis-sentinel package, for the Sentinel
+#                 failover tests (pkg/devenv starts three sentinels; Debian
+#                 and Ubuntu both ship it). Were the binary still missing,
+#                 pkg/devenv falls back to `redis-server --sentinel`, the
+#                 same program under another name.
 #
 # Debian and Ubuntu (apt) only. Debian 12 and Ubuntu 24.04 ship Redis 7.0;
 # Debian 11 and Ubuntu 22.04 ship 6.0, which this script finds too old and
@@ -175,6 +180,9 @@ if [ "$mode" = test ]; then
 	if ! cc_works; then
 		missing_pkgs+=(gcc libc6-dev)
 	fi
+	if ! command -v redis-sentinel >/dev/null 2>&1; then
+		missing_pkgs+=(redis-sentinel)
+	fi
 	if [ -z "$(browser)" ]; then
 		if is_ubuntu; then
 			snap_chromium=true
@@ -196,6 +204,7 @@ found() {
 		b=$(browser)
 		printf ', %s' "$(c_compiler)"
 		printf ' %s' "$(version_of "$(c_compiler)")"
+		printf ', redis-sentinel %s' "$(version_of redis-sentinel)"
 		printf ', %s' "${b:-no browser}"
 		if [ -n "$b" ]; then
 			printf ' %s' "$(version_of "$b")"

@@ -62,6 +62,9 @@ type Redis struct {
 	dir     string
 	ownsDir bool
 	args    []string
+	// sentinelConf, when set, makes this a Redis Sentinel (sentinel.go):
+	// redis-server needs the config file as its first argument there.
+	sentinelConf string
 
 	mu      sync.Mutex
 	pid     int
@@ -257,6 +260,10 @@ func (r *Redis) startLocked(ctx context.Context) (portInUse bool, err error) {
 		"--appendonly", "no",
 		"--dir", r.dir,
 		"--daemonize", "no",
+	}
+	if r.sentinelConf != "" {
+		args = append([]string{r.sentinelConf, "--sentinel"}, args[:4]...)
+		args = append(args, "--dir", r.dir, "--daemonize", "no")
 	}
 	args = append(args, r.args...)
 	cmd := exec.Command(r.bin, args...)
