@@ -288,9 +288,11 @@ func rollupOptions(c *cli.Context) (window.Window, store.RollupOptions, error) {
 	// An hour is rolled up from its minutes once its lateness has passed,
 	// so its first minute must still live then (with a couple of minutes
 	// of margin for the scheduler's tick).
+	// The rising ranking reads the hour before the window from the minute
+	// buckets too, so they must live two hours.
 	ret := c.Duration("minute-retention")
-	if least := win.Span() + c.Duration("lateness") + 2*time.Minute; ret < least {
-		return win, store.RollupOptions{}, cli.Exit(fmt.Sprintf("--minute-retention %s must be at least %s: the hour window, the lateness and 2 minutes", ret, least), exitUsage)
+	if least := max(win.Span()+c.Duration("lateness")+2*time.Minute, window.DefaultMinuteRetention); ret < least {
+		return win, store.RollupOptions{}, cli.Exit(fmt.Sprintf("--minute-retention %s must be at least %s: two hours (the rising ranking reads the hour before the window), and at least the hour window, the lateness and 2 minutes", ret, least), exitUsage)
 	}
 	win.Grace = ret - win.Span()
 	o := store.RollupOptions{Keep: c.Int("rollup-keep"), HourRetention: c.Duration("hour-retention"), DayRetention: c.Duration("day-retention")}
