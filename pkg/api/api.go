@@ -1,8 +1,12 @@
-// Package api is topk's HTTP API. Its rankings are only cached results
-// (one MULTI/EXEC read of a ranking and its metadata per request, never a
-// computation over buckets), so their cost does not depend on the traffic.
+// Package api is topk's HTTP API. Its rankings are cached results (one
+// MULTI/EXEC read of a ranking and its metadata per request), so their
+// cost does not depend on the traffic; the one exception, by=growth, is
+// computed from the hour's running sum and the minute buckets of the hour
+// before when asked (store.ReadRising), and held in memory for the read
+// cache's period like the others.
 //
 //	GET /v1/top?workspace=W&window=1h&k=100   a workspace's ranking
+//	GET /v1/top?workspace=W&by=growth&min=10  its rising channels: growth from the hour before to the last hour
 //	GET /v1/top/global?window=24h&k=100       the global ranking (approximate)
 //	GET /trending?window=1h&k=100             the same, at the seed's path
 //
@@ -78,6 +82,9 @@ var Windows = []string{keys.Window1h, keys.Window24h, keys.Window7d, keys.Window
 type Reader interface {
 	ReadTop(ctx context.Context, ws, window string, n int) (store.Result, error)
 	ReadGlobal(ctx context.Context, window string, n int) (store.GlobalResult, error)
+	// ReadRising is computed on request from the hour's sum and minute
+	// buckets (store.ReadRising), not read from a cached key.
+	ReadRising(ctx context.Context, ws string, now time.Time, k int, minCount int64) (store.Rising, error)
 	Ping(ctx context.Context) error
 }
 
@@ -89,6 +96,20 @@ type Item struct {
 	Count      int64  `json:"count"`
 	Error      int64  `json:"error"`
 	Guaranteed bool   `json:"guaranteed"`
+	// Previous and Growth are set by by=growth: the count of the hour
+	// before the window, and Count - Previous.
+	Previous *int64 `json:"previous,omitempty"`
+	Growth   *int64 `json:"growth,omitempty"`
+}
+
+// String formats an item as {rank id count error guaranteed}, followed by
+// previous and growth when they are set: the form logs and tests show.
+func (it Item) String() string {
+	s := fmt.Sprint(it.Rank, " ", it.ID, " ", it.Count, " ", it.Error, " ", it.Guaranteed)
+	if it.Previous != nil && it.Growth != nil {
+		s += fmt.Sprint(" ", *it.Previous, " ", *it.Growth)
+	}
+	return "{" + s + "}"
 }
 
 // Response is a ranking as the API returns it.
@@ -102,8 +123,17 @@ type Response struct {
 	AgeSeconds  float64   `json:"age_seconds"`
 	Stale       bool      `json:"stale"`
 	// Exact is true when every count is exact: always for a workspace's
-	// hour, and for other rankings when every error bound is 0.
+	// hour, and for other rankings when every error bound is 0. For
+	// by=growth it also says that no channel left unread could rank.
 	Exact bool `json:"exact"`
+	// By is what the ranking orders by: events (the default), or growth.
+	By string `json:"by"`
+	// For by=growth: the start of the hour before the window (which ends
+	// at window_start), the least count an item needs in the window, and,
+	// when exact is false, how much a channel not listed may have grown.
+	PreviousStart *time.Time `json:"previous_start,omitempty"`
+	MinCount      int64      `json:"min_count,omitempty"`
+	Bound         int64      `json:"bound,omitempty"`
 }
 
 // NewHandler returns the API's routes over r.
@@ -171,6 +201,15 @@ func (h *handler) workspace(w http.ResponseWriter, req *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(req.Context(), ReadTimeout)
 	defer cancel()
+	switch by := req.URL.Query().Get("by"); by {
+	case "", ByEvents:
+	case ByGrowth:
+		h.rising(ctx, w, req, ws, window, k)
+		return
+	default:
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("unknown by %.40q: want %s (the default) or %s", by, ByEvents, ByGrowth))
+		return
+	}
 	res, err := h.r.ReadTop(ctx, ws, window, k)
 	if err != nil {
 		h.readError(w, err, fmt.Sprintf("the %s ranking of workspace %q is not computed yet: no scheduler pass has seen activity of it (is topk schedule running?)", window, ws))

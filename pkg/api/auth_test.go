@@ -35,6 +35,9 @@ func (fakeReader) ReadTop(context.Context, string, string, int) (store.Result, e
 func (fakeReader) ReadGlobal(context.Context, string, int) (store.GlobalResult, error) {
 	return store.GlobalResult{}, nil
 }
+func (fakeReader) ReadRising(context.Context, string, time.Time, int, int64) (store.Rising, error) {
+	return store.Rising{}, nil
+}
 func (fakeReader) Ping(context.Context) error { return nil }
 
 type fakeSeries struct{}

@@ -43,15 +43,32 @@ func Cache(r Reader, cacheFor time.Duration) Reader {
 	c.global = newMemo(cacheFor, func(ctx context.Context, window string) (store.GlobalResult, error) {
 		return r.ReadGlobal(ctx, window, 0)
 	})
+	c.rising = newMemo(cacheFor, func(ctx context.Context, k risingKey) (store.Rising, error) {
+		return r.ReadRising(ctx, k.ws, time.Now(), k.k, k.min)
+	})
 	return c
 }
 
 type topKey struct{ ws, window string }
 
+type risingKey struct {
+	ws  string
+	k   int
+	min int64
+}
+
 type cached struct {
 	Reader // Ping passes through
 	top    *memo[topKey, store.Result]
 	global *memo[string, store.GlobalResult]
+	rising *memo[risingKey, store.Rising]
+}
+
+// ReadRising answers from memory as ReadTop does (a rising ranking is
+// computed when read, so caching saves Redis the most here); now is the
+// time of the read that computed it.
+func (c *cached) ReadRising(ctx context.Context, ws string, _ time.Time, k int, minCount int64) (store.Rising, error) {
+	return c.rising.get(ctx, risingKey{ws, k, minCount})
 }
 
 func (c *cached) ReadTop(ctx context.Context, ws, window string, n int) (store.Result, error) {

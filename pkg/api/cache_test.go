@@ -214,4 +214,8 @@ func (f fixedReader) ReadGlobal(context.Context, string, int) (store.GlobalResul
 	return store.GlobalResult{}, nil
 }
 
+func (f fixedReader) ReadRising(context.Context, string, time.Time, int, int64) (store.Rising, error) {
+	return store.Rising{}, nil
+}
+
 func (f fixedReader) Ping(context.Context) error { return nil }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/topk-dev/topk/pkg/keys"
 	"github.com/topk-dev/topk/pkg/rawstore"
 	"github.com/topk-dev/topk/pkg/scheduler"
 	"github.com/topk-dev/topk/pkg/store"
@@ -23,7 +24,7 @@ import (
 // current.
 func TopResponse(ws, window string, res store.Result, now time.Time) Response {
 	out := newResponse(window, res.WindowStart, res.WindowEnd, res.ComputedAt, res.FreshAt(), now)
-	out.Workspace, out.Exact = ws, res.ErrorBound == 0
+	out.Workspace, out.Exact, out.By = ws, res.ErrorBound == 0, ByEvents
 	for i, e := range res.Entries {
 		item := Item{Rank: e.Rank, ID: e.ID, Count: e.Count, Guaranteed: true}
 		if res.Bounds != nil {
@@ -34,11 +35,25 @@ func TopResponse(ws, window string, res store.Result, now time.Time) Response {
 	return out
 }
 
+// RisingResponse is workspace ws's rising ranking res as GET
+// /v1/top?by=growth answers it; it is computed at now, so its age is 0.
+func RisingResponse(ws string, res store.Rising, now time.Time) Response {
+	out := newResponse(keys.Window1h, res.WindowStart, res.WindowEnd, now, now, now)
+	out.Workspace, out.By, out.Exact, out.Bound, out.MinCount = ws, ByGrowth, res.Complete, res.Bound, res.Min
+	prev := res.PreviousStart
+	out.PreviousStart = &prev
+	for _, e := range res.Entries {
+		out.Items = append(out.Items, Item{Rank: e.Rank, ID: e.ID, Count: e.Count, Guaranteed: res.Complete,
+			Previous: &e.Previous, Growth: &e.Growth})
+	}
+	return out
+}
+
 // GlobalResponse is the global ranking res over window as GET
 // /v1/top/global answers it; its age counts to now.
 func GlobalResponse(window string, res store.GlobalResult, now time.Time) Response {
 	out := newResponse(window, res.WindowStart, res.WindowEnd, res.ComputedAt, res.ComputedAt, now)
-	out.Exact = res.ErrorBound == 0
+	out.Exact, out.By = res.ErrorBound == 0, ByEvents
 	for _, e := range res.Entries {
 		out.Items = append(out.Items, Item{Rank: e.Rank, ID: e.ID, Count: e.Count, Error: e.Err, Guaranteed: e.Guaranteed})
 		out.Exact = out.Exact && e.Err == 0

@@ -543,13 +543,13 @@ func TestGetOutput(t *testing.T) {
 		}
 		// The fields of GET /v1/top's answer, no others (getJSON decodes
 		// strictly into api.Response).
-		for _, f := range []string{"workspace", "window", "items", "window_start", "window_end", "computed_at", "age_seconds", "stale", "exact"} {
+		for _, f := range []string{"workspace", "window", "items", "window_start", "window_end", "computed_at", "age_seconds", "stale", "exact", "by"} {
 			if _, ok := fields[f]; !ok {
 				t.Errorf("JSON output lacks %q:\n%s", f, out)
 			}
 		}
-		if len(fields) != 9 {
-			t.Errorf("JSON output has %d fields, want the 9 of api.Response:\n%s", len(fields), out)
+		if len(fields) != 10 {
+			t.Errorf("JSON output has %d fields, want the 10 of api.Response by events:\n%s", len(fields), out)
 		}
 		g, err := getJSON(t, r.Addr(), "w1")
 		if err != nil {
