@@ -8,6 +8,7 @@
 //	GET /v1/top?workspace=W&window=1h&k=100   a workspace's ranking
 //	GET /v1/top?workspace=W&by=growth&min=10  its rising channels: growth from the hour before to the last hour
 //	GET /v1/top/global?window=24h&k=100       the global ranking (approximate)
+//	GET /v1/top/global?by=growth&k=100        the global rising ranking (approximate, cached by the scheduler)
 //	GET /trending?window=1h&k=100             the same, at the seed's path
 //
 // Windows: 1h, 24h, 7d, 30d, all. A workspace's 1h ranking is exact; the
@@ -85,6 +86,7 @@ type Reader interface {
 	// ReadRising is computed on request from the hour's sum and minute
 	// buckets (store.ReadRising), not read from a cached key.
 	ReadRising(ctx context.Context, ws string, now time.Time, k int, minCount int64) (store.Rising, error)
+	ReadGlobalRising(ctx context.Context, n int) (store.GlobalRising, error)
 	Ping(ctx context.Context) error
 }
 
@@ -225,6 +227,15 @@ func (h *handler) global(w http.ResponseWriter, req *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(req.Context(), ReadTimeout)
 	defer cancel()
+	switch by := req.URL.Query().Get("by"); by {
+	case "", ByEvents:
+	case ByGrowth:
+		h.globalRising(ctx, w, req, window, k)
+		return
+	default:
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("unknown by %.40q: want %s (the default) or %s", by, ByEvents, ByGrowth))
+		return
+	}
 	res, err := h.r.ReadGlobal(ctx, window, k)
 	if err != nil {
 		h.readError(w, err, fmt.Sprintf("the global %s ranking is not computed yet (is topk schedule running?)", window))

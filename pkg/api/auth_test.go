@@ -38,6 +38,9 @@ func (fakeReader) ReadGlobal(context.Context, string, int) (store.GlobalResult, 
 func (fakeReader) ReadRising(context.Context, string, time.Time, int, int64) (store.Rising, error) {
 	return store.Rising{}, nil
 }
+func (fakeReader) ReadGlobalRising(context.Context, int) (store.GlobalRising, error) {
+	return store.GlobalRising{}, nil
+}
 func (fakeReader) Ping(context.Context) error { return nil }
 
 type fakeSeries struct{}

@@ -43,6 +43,9 @@ func Cache(r Reader, cacheFor time.Duration) Reader {
 	c.global = newMemo(cacheFor, func(ctx context.Context, window string) (store.GlobalResult, error) {
 		return r.ReadGlobal(ctx, window, 0)
 	})
+	c.globalRising = newMemo(cacheFor, func(ctx context.Context, _ struct{}) (store.GlobalRising, error) {
+		return r.ReadGlobalRising(ctx, 0)
+	})
 	c.rising = newMemo(cacheFor, func(ctx context.Context, k risingKey) (store.Rising, error) {
 		return r.ReadRising(ctx, k.ws, time.Now(), k.k, k.min)
 	})
@@ -62,6 +65,17 @@ type cached struct {
 	top    *memo[topKey, store.Result]
 	global *memo[string, store.GlobalResult]
 	rising *memo[risingKey, store.Rising]
+	// globalRising has one key: the scheduler caches one ranking.
+	globalRising *memo[struct{}, store.GlobalRising]
+}
+
+func (c *cached) ReadGlobalRising(ctx context.Context, n int) (store.GlobalRising, error) {
+	res, err := c.globalRising.get(ctx, struct{}{})
+	if err != nil || n <= 0 || n >= len(res.Entries) {
+		return res, err
+	}
+	res.Entries = res.Entries[:n:n]
+	return res, nil
 }
 
 // ReadRising answers from memory as ReadTop does (a rising ranking is

@@ -218,4 +218,8 @@ func (f fixedReader) ReadRising(context.Context, string, time.Time, int, int64) 
 	return store.Rising{}, nil
 }
 
+func (f fixedReader) ReadGlobalRising(context.Context, int) (store.GlobalRising, error) {
+	return store.GlobalRising{}, nil
+}
+
 func (f fixedReader) Ping(context.Context) error { return nil }

@@ -52,3 +52,23 @@ func (h *handler) rising(ctx context.Context, w http.ResponseWriter, req *http.R
 	}
 	writeJSON(w, http.StatusOK, RisingResponse(ws, res, now))
 }
+
+// globalRising answers GET /v1/top/global?by=growth (and /trending): the
+// scheduler caches it with every fifth second's global refresh, at its
+// own least count (store.DefaultRisingMin), so min= is not taken here.
+func (h *handler) globalRising(ctx context.Context, w http.ResponseWriter, req *http.Request, window string, k int) {
+	if window != keys.Window1h {
+		writeError(w, http.StatusBadRequest, "by=growth compares the last hour with the hour before: window must be 1h")
+		return
+	}
+	if req.URL.Query().Has("min") {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("min is not taken by the global rising ranking: the scheduler computes it for channels with at least %d events in the last hour", store.DefaultRisingMin))
+		return
+	}
+	res, err := h.r.ReadGlobalRising(ctx, k)
+	if err != nil {
+		h.readError(w, err, "the global rising ranking is not computed yet (is topk schedule running, with the lua global backend and --minute-retention of at least 2h?)")
+		return
+	}
+	writeJSON(w, http.StatusOK, GlobalRisingResponse(res, h.now()))
+}

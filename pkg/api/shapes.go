@@ -49,6 +49,21 @@ func RisingResponse(ws string, res store.Rising, now time.Time) Response {
 	return out
 }
 
+// GlobalRisingResponse is the global rising ranking res as GET
+// /v1/top/global?by=growth answers it; its age counts to now. Each item's
+// error bounds its growth.
+func GlobalRisingResponse(res store.GlobalRising, now time.Time) Response {
+	out := newResponse(keys.Window1h, res.WindowStart, res.WindowEnd, res.ComputedAt, res.ComputedAt, now)
+	out.By, out.MinCount, out.Exact = ByGrowth, res.Min, res.ErrorBound == 0
+	prev := res.PreviousStart
+	out.PreviousStart = &prev
+	for _, e := range res.Entries {
+		out.Items = append(out.Items, Item{Rank: e.Rank, ID: e.ID, Count: e.Count, Error: e.Err, Guaranteed: e.Guaranteed,
+			Previous: &e.Previous, Growth: &e.Growth})
+	}
+	return out
+}
+
 // GlobalResponse is the global ranking res over window as GET
 // /v1/top/global answers it; its age counts to now.
 func GlobalResponse(window string, res store.GlobalResult, now time.Time) Response {

@@ -22,7 +22,7 @@ func getCommand(env *Env) *cli.Command {
 	return withConfig(&cli.Command{
 		Name:      "get",
 		Usage:     "print a workspace's (or the global) cached top channels over a window",
-		UsageText: "topk get --workspace W [--window 1h|24h|7d|30d|all] [--k N] [--json]\n   topk get --workspace W --by growth [--min N] [--k N] [--json]\n   topk get --global [--window W] [--k N] [--json]",
+		UsageText: "topk get --workspace W [--window 1h|24h|7d|30d|all] [--k N] [--json]\n   topk get --workspace W --by growth [--min N] [--k N] [--json]\n   topk get --global [--window W] [--by growth] [--k N] [--json]",
 		Description: "--json prints the answer of GET /v1/top (GET /v1/top/global with --global), the same\n" +
 			"fields and types (README \"HTTP API\"). --by growth ranks the channels whose count grew most\n" +
 			"from the hour before to the last hour, among those with at least --min events in the last hour.",
@@ -53,9 +53,6 @@ func getCommand(env *Env) *cli.Command {
 				return err
 			}
 			defer closeStore()
-			if c.Bool("global") {
-				return getGlobal(c, env, st, win)
-			}
 			ws := c.String("workspace")
 			switch by := c.String("by"); by {
 			case api.ByEvents:
@@ -63,12 +60,21 @@ func getCommand(env *Env) *cli.Command {
 				if win != keys.Window1h {
 					return usageError(path, "--by growth compares the last hour with the hour before: --window must be 1h")
 				}
+				if c.Bool("global") {
+					if c.IsSet("min") {
+						return usageError(path, "--min does not go with --global: the scheduler ranks channels with at least %d events", store.DefaultRisingMin)
+					}
+					return getGlobalRising(c, env, st)
+				}
 				if c.Int64("min") < 1 {
 					return usageError(path, "--min must be at least 1, got %d", c.Int64("min"))
 				}
 				return getRising(c, env, st, ws)
 			default:
 				return usageError(path, "unknown --by %q: want %s or %s", by, api.ByEvents, api.ByGrowth)
+			}
+			if c.Bool("global") {
+				return getGlobal(c, env, st, win)
 			}
 			res, err := st.ReadTop(c.Context, ws, win, c.Int("k"))
 			if errors.Is(err, store.ErrNoResult) {

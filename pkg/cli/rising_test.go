@@ -20,7 +20,8 @@ import (
 
 // TestRisingFromCLIAndHTTP: `topk get --by growth` and GET
 // /v1/top?by=growth give the same ranking in the same JSON, the table
-// shows it, and a wrong by, window or min is bad usage (exit 2, HTTP 400).
+// shows it, and so for the global one (--global, /v1/top/global and
+// /trending); a wrong by, window or min is bad usage (exit 2, HTTP 400).
 func TestRisingFromCLIAndHTTP(t *testing.T) {
 	r := testenv.Redis(t)
 	st := store.New(testenv.Client(t, r.Addr()), keys.New(""), writerWindow, store.Options{})
@@ -63,16 +64,36 @@ func TestRisingFromCLIAndHTTP(t *testing.T) {
 		}
 	}
 
+	// The global rising ranking, as the scheduler's global refresh caches it.
+	if err := st.RefreshGlobal(ctx, now, 10); err != nil {
+		t.Fatal(err)
+	}
+	cliOut = mustRun(t, "get", "--redis", r.Addr(), "--global", "--by", "growth", "--json")
+	cliObj = jsonObject(t, "topk get --global --by growth --json", cliOut)
+	if got := itemsText(cliObj); got != "w1/c-up 50 5 45; w1/c-new 12 0 12" {
+		t.Errorf("global rising items (id count previous growth) %q, want w1/c-up then w1/c-new", got)
+	}
+	for _, path := range []string{"/v1/top/global?by=growth&k=10", "/trending?by=growth&k=10"} {
+		sameShape(t, "get --global --by growth", jsonObject(t, "topk get --global --by growth --json", cliOut), httpJSON(t, srv, path), "age_seconds")
+	}
+	table = mustRun(t, "get", "--redis", r.Addr(), "--global", "--by", "growth")
+	if !strings.Contains(table, "+45     50       5 w1/c-up") {
+		t.Errorf("global table lacks w1/c-up's growth:\n%s", table)
+	}
+
 	for _, args := range [][]string{
-		{"--by", "bogus"}, {"--by", "growth", "--window", "24h"}, {"--by", "growth", "--min", "0"},
+		{"--workspace", "w1", "--by", "bogus"}, {"--workspace", "w1", "--by", "growth", "--window", "24h"},
+		{"--workspace", "w1", "--by", "growth", "--min", "0"}, {"--global", "--by", "growth", "--min", "5"},
+		{"--global", "--by", "growth", "--window", "7d"},
 	} {
-		_, _, err := runCLI(t, append([]string{"get", "--redis", r.Addr(), "--workspace", "w1"}, args...)...)
+		_, _, err := runCLI(t, append([]string{"get", "--redis", r.Addr()}, args...)...)
 		if code := exitCode(t, err); code != 2 {
 			t.Errorf("get %v: exit %d, want 2 (bad usage)", args, code)
 		}
 	}
-	for _, q := range []string{"by=bogus", "by=growth&window=24h", "by=growth&min=0", "by=growth&min=x"} {
-		resp, err := http.Get(srv.URL + "/v1/top?workspace=w1&" + q)
+	for _, q := range []string{"top?workspace=w1&by=bogus", "top?workspace=w1&by=growth&window=24h", "top?workspace=w1&by=growth&min=0",
+		"top?workspace=w1&by=growth&min=x", "top/global?by=growth&min=5", "top/global?by=growth&window=24h", "top/global?by=x"} {
+		resp, err := http.Get(srv.URL + "/v1/" + q)
 		if err != nil {
 			t.Fatal(err)
 		}

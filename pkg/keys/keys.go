@@ -27,6 +27,10 @@
 //	topk:{g}:top:1h                 ZSET  cached global top K, score=estimated count
 //	topk:{g}:top:1h:err             HASH  item -> error bound of its count
 //	topk:{g}:top:1h:meta            HASH  computed_at, window_start, window_end, k, backend, ...
+//	topk:{g}:top:rising             ZSET  cached global rising top K, score=estimated growth (last hour - the hour before)
+//	topk:{g}:top:rising:err         HASH  item -> error bound of its growth ("!": certainly in the top K)
+//	topk:{g}:top:rising:prev        HASH  item -> estimated count of the hour before
+//	topk:{g}:top:rising:meta        HASH  as top:1h:meta, plus previous_start, min_count
 //	topk:{g:<shard>}:ss:<minute>    ZSET  Space-Saving summary of the minute: item -> count
 //	topk:{g:<shard>}:sse:<minute>   ZSET  item -> error of its count (Space-Saving)
 //	topk:{g:<shard>}:n:<minute>     STRING events the shard counted in the minute
@@ -206,6 +210,14 @@ func (g Global) TopErr(window string) string { return g.base + "top:" + window +
 
 // TopMeta is the hash describing the cached global ranking.
 func (g Global) TopMeta(window string) string { return g.base + "top:" + window + ":meta" }
+
+// Rising names the global rising ranking's keys: Top(Rising), TopErr(Rising),
+// TopMeta(Rising) and RisingPrev.
+const Rising = "rising"
+
+// RisingPrev is the hash of the global rising ranking's previous-hour
+// counts (item -> estimated count of the hour before the window).
+func (g Global) RisingPrev() string { return g.base + "top:" + Rising + ":prev" }
 
 // GlobalShard returns the key builder of one shard of the global summaries.
 // Items are spread over shards by a hash of the item, so each shard holds

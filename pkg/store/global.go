@@ -230,6 +230,8 @@ type GlobalRefresher struct {
 	s       *Store
 	minutes []map[int64]*summary  // per shard: unix minute -> summary
 	rolled  []map[string]*summary // per shard: rolled-up summary key -> summary
+	// risingAt is when the rising ranking was last cached (zero: never).
+	risingAt time.Time
 }
 
 // summary is one shard's bounded summary of a span of time: a minute's
@@ -263,10 +265,17 @@ func (s *Store) RefreshGlobal(ctx context.Context, now time.Time, k int) error {
 func (g *GlobalRefresher) Refresh(ctx context.Context, now time.Time, k int) error {
 	s := g.s
 	buckets := s.win.Buckets(now)
+	bloom := s.opts.Global.Backend == BackendRedisBloom
+	// The rising ranking needs the error bounds, so only the Lua backend
+	// has it (the minutes of the hour before are kept for the rollups),
+	// and summaries that live long enough to hold the hour before (the
+	// default --minute-retention of 2 h; an expired one would read as
+	// "no events", a false bound).
+	rising := !bloom && now.Sub(g.risingAt) >= globalRisingEvery && s.summaryExpireAt(buckets[0]-60) > now.Unix()
 	unions := make([]shardUnion, s.opts.Global.Shards)
+	risings := make([][]risingCand, s.opts.Global.Shards)
 	errs := make([]error, s.opts.Global.Shards)
 	s.parallel(s.opts.Global.Shards, func(sh int) {
-		bloom := s.opts.Global.Backend == BackendRedisBloom
 		if bloom {
 			g.forgetMinutesBefore(sh, buckets[0]) // no rollups to feed
 		} else {
@@ -277,21 +286,58 @@ func (g *GlobalRefresher) Refresh(ctx context.Context, now time.Time, k int) err
 			errs[sh] = err
 			return
 		}
-		unions[sh] = unionOf(sh, sums, k+1)
+		full := unionOf(sh, sums, 0)
+		unions[sh] = full
+		unions[sh].cands = full.cands[:min(k+1, len(full.cands))]
 		if bloom { // HeavyKeeper gives no error bounds
 			for i := range unions[sh].cands {
 				unions[sh].cands[i].err = -1
 			}
 		}
+		if rising {
+			risings[sh], errs[sh] = g.shardRising(ctx, sh, buckets, full)
+		}
 	})
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("store.refresh_global: %w", err)
 	}
-	res := mergeShards(unions, k, s.opts.Global.Backend != BackendRedisBloom)
+	res := mergeShards(unions, k, !bloom)
 	res.ComputedAt = now
 	res.WindowStart = time.Unix(buckets[0]*60, 0)
 	res.WindowEnd = now
-	return s.cacheGlobal(ctx, keys.Window1h, s.win.Span()+s.win.Grace, res)
+	ttl := s.win.Span() + s.win.Grace
+	if err := s.cacheGlobal(ctx, keys.Window1h, ttl, res); err != nil || !rising {
+		return err
+	}
+	lastMinsum := make([]int64, len(unions))
+	for sh, u := range unions {
+		lastMinsum[sh] = u.minsum
+	}
+	r := GlobalRising{Entries: mergeRising(risings, lastMinsum, k), K: k, Min: DefaultRisingMin,
+		ComputedAt: now, WindowStart: res.WindowStart, WindowEnd: now, PreviousStart: time.Unix((buckets[0]-60)*60, 0)}
+	for _, e := range r.Entries {
+		r.ErrorBound = max(r.ErrorBound, e.Err)
+	}
+	if err := s.cacheGlobalRising(ctx, ttl, r); err != nil {
+		return err
+	}
+	g.risingAt = now
+	return nil
+}
+
+// shardRising reads shard sh's summaries of the hour before buckets (kept
+// in memory for the rollups, so mostly not read again) and returns its
+// growth candidates against full, the union of buckets.
+func (g *GlobalRefresher) shardRising(ctx context.Context, sh int, buckets []int64, full shardUnion) ([]risingCand, error) {
+	before := make([]int64, len(buckets))
+	for i, m := range buckets {
+		before[i] = m - int64(len(buckets))
+	}
+	sums, err := g.minuteSummaries(ctx, sh, before)
+	if err != nil {
+		return nil, err
+	}
+	return risingOf(sh, full, unionOf(sh, sums, 0), DefaultRisingMin), nil
 }
 
 // forgetMinutesBefore drops shard sh's cached minutes before minute first.
