@@ -117,6 +117,7 @@ func openRaw(c *cli.Context) (*rawstore.Postgres, error) {
 func activityIngestCommand(env *Env) *cli.Command {
 	flags := []cli.Flag{brokersFlag(DefaultBrokers), activityTopicFlag(), redisFlag(DefaultRedis), prefixFlag()}
 	flags = append(flags, ingestFlags(activityingest.CountersGroup, activity.DLQTopic)...)
+	flags = append(flags, guardFlags()...)
 	flags = append(flags, activityStoreFlags()...)
 	flags = append(flags, latenessFlag())
 	flags = append(flags, logFlags("info")...)
@@ -136,6 +137,9 @@ func activityIngestCommand(env *Env) *cli.Command {
 			cs := flagConsumers(c, c.String("activity-topic"))
 			if cs.dlq == "" {
 				cs.dlq = activity.DLQTopic
+			}
+			if cs.guard, err = commitGuard(c, st, log); err != nil {
+				return err
 			}
 			workers, err := newWorkers(c, cs, log, func() (ingest.Sink, error) {
 				return activityingest.NewCounters(users, cells, c.Duration("lateness"), c.Duration("max-skew"))

@@ -42,17 +42,16 @@ func doctorCommand(env *Env) *cli.Command {
 			if err := keys.ValidatePrefix(prefix); err != nil {
 				return cli.Exit(err.Error(), exitUsage)
 			}
-			addrs := splitList(c.String("redis"))
-			if len(addrs) == 0 {
-				return cli.Exit("no Redis address (--redis or TOPK_REDIS)", exitUsage)
-			}
 			timeout := c.Duration("timeout")
 			if timeout <= 0 {
 				return cli.Exit("--timeout must be positive", exitUsage)
 			}
-			opt, err := redisOption(c, addrs)
+			opt, err := redisOption(c, splitList(c.String("redis")))
 			if err != nil {
 				return err
+			}
+			if len(opt.InitAddress) == 0 {
+				return cli.Exit("no Redis address (--redis or TOPK_REDIS, or --redis-sentinels)", exitUsage)
 			}
 			checks := doctor.CheckRedis(c.Context, doctor.RedisOptions{Client: opt, Prefix: prefix, Timeout: timeout})
 			checks = append(checks, doctor.CheckKafka(c.Context, doctor.KafkaOptions{

@@ -232,14 +232,14 @@ func newLogger(c *cli.Context, env *Env) (*slog.Logger, error) {
 // connectRedis opens a client to addrs with the command's credentials and
 // TLS settings (security.go) and checks that Redis answers.
 func connectRedis(cc *cli.Context, addrs string) (rueidis.Client, error) {
-	list := splitList(addrs)
-	if len(list) == 0 {
-		return nil, cli.Exit("no Redis address (--redis or TOPK_REDIS)", exitUsage)
-	}
-	opt, err := redisOption(cc, list)
+	opt, err := redisOption(cc, splitList(addrs))
 	if err != nil {
 		return nil, err
 	}
+	if len(opt.InitAddress) == 0 {
+		return nil, cli.Exit("no Redis address (--redis or TOPK_REDIS, or --redis-sentinels)", exitUsage)
+	}
+	addrs = redisTarget(opt)
 	c, err := rueidis.NewClient(opt)
 	if err != nil {
 		if security.ClassifyRedis(err) != security.NotRefused {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/topk-dev/topk/pkg/ingest"
 	"github.com/topk-dev/topk/pkg/metrics"
+	"github.com/topk-dev/topk/pkg/replica"
 	"github.com/topk-dev/topk/pkg/store"
 )
 
@@ -17,6 +18,7 @@ func ingestCommand(env *Env) *cli.Command {
 	flags := []cli.Flag{brokersFlag(DefaultBrokers), topicFlag(), redisFlag(DefaultRedis), prefixFlag()}
 	flags = append(flags, ingestFlags(DefaultGroup, "")...)
 	flags = append(flags, userCapFlag(), globalAgeFlag())
+	flags = append(flags, guardFlags()...)
 	flags = append(flags, deploymentFlags()...)
 	flags = append(flags, logFlags("info")...)
 	flags = append(flags, metricsFlag())
@@ -24,10 +26,17 @@ func ingestCommand(env *Env) *cli.Command {
 		Name:  "ingest",
 		Usage: "consume activity events from Kafka and count them into Redis minute buckets",
 		Description: "Runs --workers consumer-group members. Offsets are committed only after Redis has\n" +
-			"accepted the batch; invalid or too old/new events go to the dead-letter topic.",
+			"accepted the batch (and, with replicas, they have it: --min-replicas-acked); invalid or too\n" +
+			"old/new events go to the dead-letter topic.",
 		Flags: flags,
 		Action: serviceAction(env, func(c *cli.Context, st *store.Store, log *slog.Logger) error {
-			workers, err := newWorkers(c, flagConsumers(c, c.String("topic")), log, channelSink(c, st))
+			guard, err := commitGuard(c, st, log)
+			if err != nil {
+				return err
+			}
+			cs := flagConsumers(c, c.String("topic"))
+			cs.guard = guard
+			workers, err := newWorkers(c, cs, log, channelSink(c, st))
 			if err != nil {
 				return err
 			}
@@ -40,6 +49,7 @@ func ingestCommand(env *Env) *cli.Command {
 type consumers struct {
 	n                 int // workers
 	topic, group, dlq string
+	guard             *replica.Guard // of workers writing to Redis (nil: none)
 }
 
 // flagConsumers are the consumers the command's flags name, of topic.
@@ -72,6 +82,8 @@ func newWorkers(c *cli.Context, cs consumers, log *slog.Logger, newSink func() (
 			RebalanceTimeout: c.Duration("rebalance-timeout"),
 			Logger:           log,
 			OnFlush:          metrics.FlushObserver(cs.group),
+			Guard:            cs.guard.Waiter(),
+			NewSink:          newSink,
 		})
 		if err != nil {
 			return nil, cli.Exit(err.Error(), exitUsage)

@@ -26,6 +26,7 @@ func runCommand(env *Env) *cli.Command {
 	flags := []cli.Flag{brokersFlagNote("", "empty: start an in-process broker"), redisFlag(""), topicFlag(), prefixFlag()}
 	flags = append(flags, ingestFlags(DefaultGroup, "")...)
 	flags = append(flags, userCapFlag(), globalAgeFlag())
+	flags = append(flags, guardFlags()...)
 	flags = append(flags, scheduleFlags()...)
 	flags = append(flags, deploymentFlags()...)
 	flags = append(flags, trafficFlags(20_000)...)
@@ -76,7 +77,7 @@ func runAll(c *cli.Context, env *Env) error {
 
 	// Local services for whatever was not given; the flags are then set to
 	// their addresses so every component below reads one configuration.
-	if c.String("redis") == "" {
+	if c.String("redis") == "" && !sentinelMode(c) {
 		r, err := devenv.StartRedis(ctx, devenv.RedisOptions{})
 		if err != nil {
 			return cli.Exit(err.Error(), exitFailure)
@@ -133,7 +134,13 @@ func runAll(c *cli.Context, env *Env) error {
 	if err := kafka.EnsureTopics(ctx, producer, int32(c.Int("partitions")), c.String("topic")); err != nil {
 		return cli.Exit(err.Error(), exitFailure)
 	}
-	workers, err := newWorkers(c, flagConsumers(c, c.String("topic")), log, channelSink(c, st))
+	guard, err := commitGuard(c, st, log)
+	if err != nil {
+		return err
+	}
+	cs := flagConsumers(c, c.String("topic"))
+	cs.guard = guard
+	workers, err := newWorkers(c, cs, log, channelSink(c, st))
 	if err != nil {
 		return err
 	}
@@ -143,13 +150,17 @@ func runAll(c *cli.Context, env *Env) error {
 	}
 	var act *runActivity
 	if activityOn {
-		if act, err = startActivity(c, st, producer, log); err != nil {
+		if act, err = startActivity(c, st, producer, guard, log); err != nil {
 			return err
 		}
 		defer act.close()
 	}
 
-	fmt.Fprintf(env.Out, "query it from another shell: topk get --redis %s --workspace %s\n\n", c.String("redis"), gen.WorkspaceName(0))
+	target := "--redis " + c.String("redis")
+	if sentinelMode(c) {
+		target = "--redis-sentinels " + c.String("redis-sentinels") + " --redis-master-name " + c.String("redis-master-name")
+	}
+	fmt.Fprintf(env.Out, "query it from another shell: topk get %s --workspace %s\n\n", target, gen.WorkspaceName(0))
 	var progress loadgen.Progress
 	var wg sync.WaitGroup
 	errs := make(chan error, 6)

@@ -19,6 +19,7 @@ import (
 	"github.com/topk-dev/topk/pkg/kafka"
 	"github.com/topk-dev/topk/pkg/loadgen"
 	"github.com/topk-dev/topk/pkg/rawstore"
+	"github.com/topk-dev/topk/pkg/replica"
 	"github.com/topk-dev/topk/pkg/store"
 	"github.com/topk-dev/topk/pkg/usercount"
 )
@@ -39,7 +40,7 @@ type runActivity struct {
 	progress          loadgen.Progress
 }
 
-func startActivity(c *cli.Context, st *store.Store, producer *kgo.Client, log *slog.Logger) (*runActivity, error) {
+func startActivity(c *cli.Context, st *store.Store, producer *kgo.Client, guard *replica.Guard, log *slog.Logger) (*runActivity, error) {
 	users, cells, err := activityStores(c, st)
 	if err != nil {
 		return nil, err
@@ -56,7 +57,7 @@ func startActivity(c *cli.Context, st *store.Store, producer *kgo.Client, log *s
 	if a.raw, err = openRaw(c); err != nil {
 		return nil, err
 	}
-	a.counters, err = newWorkers(c, consumers{n: 1, topic: a.topic, group: activityingest.CountersGroup, dlq: activity.DLQTopic}, log,
+	a.counters, err = newWorkers(c, consumers{n: 1, topic: a.topic, group: activityingest.CountersGroup, dlq: activity.DLQTopic, guard: guard}, log,
 		func() (ingest.Sink, error) {
 			return activityingest.NewCounters(users, cells, c.Duration("lateness"), c.Duration("max-skew"))
 		})

@@ -29,6 +29,7 @@ func withSecurityFlags(flags []cli.Flag) []cli.Flag {
 		flags = append(flags, stringFlag("redis-user", "Redis ACL user (empty: the default user)"))
 		flags = append(flags, passwordFlags("redis-password", "Redis password (AUTH)")...)
 		flags = append(flags, tlsFlags("redis")...)
+		flags = append(flags, sentinelFlags()...)
 	}
 	if brokers {
 		flags = append(flags,
@@ -86,7 +87,9 @@ func tlsSettings(c *cli.Context, service string) security.TLS {
 }
 
 // redisOption is the client option for addrs with the command's credentials
-// and TLS settings (none on a command without the flags).
+// and TLS settings (none on a command without the flags), or, with
+// --redis-sentinels, for the master the sentinels name (sentinel.go). Every
+// command's Redis client is built from it.
 func redisOption(c *cli.Context, addrs []string) (rueidis.ClientOption, error) {
 	opt := rueidis.ClientOption{InitAddress: addrs, DisableCache: true, Username: c.String("redis-user")}
 	pass, err := security.Password(c.String("redis-password"), c.String("redis-password-file"), "--redis-password")
@@ -97,7 +100,7 @@ func redisOption(c *cli.Context, addrs []string) (rueidis.ClientOption, error) {
 	if opt.TLSConfig, err = tlsSettings(c, "redis").Config("--redis-tls"); err != nil {
 		return opt, cli.Exit(err.Error(), exitUsage)
 	}
-	return opt, nil
+	return sentinelOption(c, opt)
 }
 
 // redisError explains a failed connection. Redis' own messages never quote

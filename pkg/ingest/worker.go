@@ -122,7 +122,30 @@ type Config struct {
 	OnFlush func(records int, took time.Duration)
 	// ClientOpts are extra franz-go options (tests tune timeouts with them).
 	ClientOpts []kgo.Opt
+
+	// Guard, if set, is asked before every offset commit whether the
+	// writes before it are safe from a failover (pkg/replica: they reached
+	// enough Redis replicas). It is retried until it agrees; nothing is
+	// committed meanwhile.
+	Guard CommitGuard
+	// NewSink makes a fresh Sink for a worker that starts over (see
+	// ErrStartOver); without it a worker given Sink cannot, and stops.
+	NewSink func() (Sink, error)
 }
+
+// CommitGuard is Config.Guard.
+type CommitGuard interface {
+	// Wait returns nil when every write that completed before the call is
+	// safe to commit; another error is transient, and Wait is called
+	// again with a backoff, except one wrapping ErrStartOver.
+	Wait(ctx context.Context) error
+}
+
+// ErrStartOver is a CommitGuard's answer when the writes of the batches
+// since the last commit may be lost (the Redis master was replaced): the
+// worker then drops what it holds, leaves the group and consumes again from
+// the committed offsets, and the fences count what survived only once.
+var ErrStartOver = errors.New("ingest: start over from the committed offsets")
 
 // Stats are a worker's running totals. Safe for concurrent reads.
 type Stats struct {
@@ -133,6 +156,11 @@ type Stats struct {
 	Flushes      atomic.Int64 // batches written (committed unless the sink held counts)
 	RedisErrors  atomic.Int64 // failed write attempts (each retried): Redis, or the Sink's store
 	CommitErrors atomic.Int64 // failed offset commits (records will be redelivered)
+	// GuardFailures are the Guard's refusals (each retried, nothing
+	// committed meanwhile); StartOvers the times the Guard had the worker
+	// consume again from the committed offsets.
+	GuardFailures atomic.Int64
+	StartOvers    atomic.Int64
 
 	mu       sync.Mutex
 	byReason map[events.Reason]int64
@@ -200,8 +228,11 @@ func New(cfg Config) (*Worker, error) {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Sink == nil {
-		sink, err := NewChannelSink(cfg.Store, ChannelOptions{Lateness: cfg.Lateness, MaxSkew: cfg.MaxSkew,
-			UserMinuteCap: cfg.UserMinuteCap, GlobalAge: cfg.GlobalAge})
+		cfg.NewSink = func() (Sink, error) {
+			return NewChannelSink(cfg.Store, ChannelOptions{Lateness: cfg.Lateness, MaxSkew: cfg.MaxSkew,
+				UserMinuteCap: cfg.UserMinuteCap, GlobalAge: cfg.GlobalAge})
+		}
+		sink, err := cfg.NewSink()
 		if err != nil {
 			return nil, err
 		}
@@ -217,8 +248,34 @@ func (w *Worker) Stats() *Stats { return &w.stats }
 func (w *Worker) Group() string { return w.cfg.Group }
 
 // Run consumes until ctx ends, then flushes and commits what it holds and
-// leaves the group. It returns an error only if it cannot start.
+// leaves the group. It returns an error only if it cannot start. When the
+// Guard answers ErrStartOver it starts over: a fresh sink (what the old one
+// held was never committed), a new group member, the committed offsets.
 func (w *Worker) Run(ctx context.Context) error {
+	for {
+		err := w.run(ctx)
+		if !errors.Is(err, ErrStartOver) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return nil // stopping: the uncommitted records wait in Kafka
+		}
+		if w.cfg.NewSink == nil {
+			return fmt.Errorf("ingest: cannot start over without Config.NewSink: %w", err)
+		}
+		sink, serr := w.cfg.NewSink()
+		if serr != nil {
+			return fmt.Errorf("ingest: start over: %w", serr)
+		}
+		w.cfg.Sink = sink
+		w.stats.StartOvers.Add(1)
+		w.cfg.Logger.Warn("ingest worker starts over from the committed offsets: the writes since the last commit may be lost; "+
+			"the fences count what survived once", "topic", w.cfg.Topic, "group", w.cfg.Group, "err", err)
+	}
+}
+
+// run is one life of the worker: one Kafka client, one group membership.
+func (w *Worker) run(ctx context.Context) error {
 	var hurry atomic.Bool // set when a rebalance waits on our pending batch
 	opts := append([]kgo.Opt{
 		kgo.ConsumerGroup(w.cfg.Group),
@@ -317,6 +374,9 @@ func (w *Worker) Run(ctx context.Context) error {
 			}
 			var err error
 			if held, err = w.flush(ioCtx, cl, b, log); err != nil {
+				if errors.Is(err, ErrStartOver) {
+					return err
+				}
 				log.Warn("batch not flushed; its records stay uncommitted and will be consumed again", "records", b.records, "err", err)
 				return nil
 			}
@@ -371,6 +431,14 @@ func (w *Worker) flush(ctx context.Context, cl *kgo.Client, b *batch, log *slog.
 	}()
 	if held {
 		return true, nil
+	}
+	if w.cfg.Guard != nil {
+		// Not before: a retry of a failed guard must not commit what the
+		// writes of a replaced master held (the guard tells, ErrStartOver).
+		if err := retry(ctx, log, "replica guard (offsets wait until the replicas acknowledge the batch's writes)", &w.stats.GuardFailures,
+			func() error { return w.cfg.Guard.Wait(ctx) }); err != nil {
+			return false, err
+		}
 	}
 	if err := cl.CommitRecords(ctx, b.commitRecords()...); err != nil {
 		w.stats.CommitErrors.Add(1)
@@ -439,6 +507,9 @@ func retry(ctx context.Context, log *slog.Logger, what string, failures *atomic.
 				log.Info(what+" succeeded after retries", "attempts", attempt)
 			}
 			return nil
+		}
+		if errors.Is(err, ErrStartOver) {
+			return err // not transient: retrying would commit what may be lost
 		}
 		if failures != nil {
 			failures.Add(1)

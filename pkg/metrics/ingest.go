@@ -59,15 +59,17 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 }
 
 var ingestCollector = &workerCollector{
-	workers:      map[*ingest.Worker]struct{}{},
-	consumed:     desc("records_consumed_total", "Records polled from Kafka, valid or not.", "group"),
-	counted:      desc("events_counted_total", "Valid events written to Redis (or, for the raw archive, to PostgreSQL).", "group"),
-	replayed:     desc("events_replayed_total", "Valid events skipped because a fence showed them counted before (a replay after a crash or rebalance).", "group"),
-	rejected:     desc("records_rejected_total", "Records sent to the dead-letter topic, by reason (late: arrived after the allowed lateness).", "group", "reason"),
-	writeErrors:  desc("write_errors_total", "Failed write attempts to Redis (or the sink's store); each is retried with backoff.", "group"),
-	commitErrors: desc("commit_errors_total", "Failed offset commits (the batch is counted, and will be consumed again, fenced, after a restart).", "group"),
-	lagRecords:   desc("consumer_lag_records", "High watermark of the last fetch minus the next offset to consume (after the last record written).", "group", "topic", "partition"),
-	lagSeconds:   desc("consumer_lag_seconds", "Age of the oldest record not yet written (its broker timestamp; approximated by the last written record's when it was not polled yet); 0 without lag.", "group", "topic", "partition"),
+	workers:       map[*ingest.Worker]struct{}{},
+	consumed:      desc("records_consumed_total", "Records polled from Kafka, valid or not.", "group"),
+	counted:       desc("events_counted_total", "Valid events written to Redis (or, for the raw archive, to PostgreSQL).", "group"),
+	replayed:      desc("events_replayed_total", "Valid events skipped because a fence showed them counted before (a replay after a crash or rebalance).", "group"),
+	rejected:      desc("records_rejected_total", "Records sent to the dead-letter topic, by reason (late: arrived after the allowed lateness).", "group", "reason"),
+	writeErrors:   desc("write_errors_total", "Failed write attempts to Redis (or the sink's store); each is retried with backoff.", "group"),
+	commitErrors:  desc("commit_errors_total", "Failed offset commits (the batch is counted, and will be consumed again, fenced, after a restart).", "group"),
+	guardFailures: desc("replica_guard_failures_total", "Commit guard refusals: the batch's writes not acknowledged by enough Redis replicas in time, or Redis not answering the guard (nothing committed; retried with backoff).", "group"),
+	startOvers:    desc("start_overs_total", "Times a worker consumed again from the committed offsets because the Redis master changed under uncommitted writes (the commit guard).", "group"),
+	lagRecords:    desc("consumer_lag_records", "High watermark of the last fetch minus the next offset to consume (after the last record written).", "group", "topic", "partition"),
+	lagSeconds:    desc("consumer_lag_seconds", "Age of the oldest record not yet written (its broker timestamp; approximated by the last written record's when it was not polled yet); 0 without lag.", "group", "topic", "partition"),
 }
 
 // workerCollector reads the workers' Stats and Lag at each scrape.
@@ -76,16 +78,18 @@ type workerCollector struct {
 	workers map[*ingest.Worker]struct{}
 
 	consumed, counted, replayed, rejected, writeErrors, commitErrors, lagRecords, lagSeconds *prometheus.Desc
+	guardFailures, startOvers                                                                *prometheus.Desc
 }
 
 func (c *workerCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.consumed, c.counted, c.replayed, c.rejected, c.writeErrors, c.commitErrors, c.lagRecords, c.lagSeconds} {
+	for _, d := range []*prometheus.Desc{c.consumed, c.counted, c.replayed, c.rejected, c.writeErrors, c.commitErrors, c.lagRecords, c.lagSeconds, c.guardFailures, c.startOvers} {
 		ch <- d
 	}
 }
 
 type groupTotals struct {
 	consumed, counted, replayed, writeErrors, commitErrors int64
+	guardFailures, startOvers                              int64
 	rejected                                               map[string]int64
 }
 
@@ -117,6 +121,8 @@ func (c *workerCollector) Collect(ch chan<- prometheus.Metric) {
 		g.replayed += s.Replayed.Load()
 		g.writeErrors += s.RedisErrors.Load()
 		g.commitErrors += s.CommitErrors.Load()
+		g.guardFailures += s.GuardFailures.Load()
+		g.startOvers += s.StartOvers.Load()
 		for r, n := range s.RejectedBy() {
 			g.rejected[string(r)] += n
 		}
@@ -138,6 +144,8 @@ func (c *workerCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.replayed, g.replayed, name)
 		counter(c.writeErrors, g.writeErrors, name)
 		counter(c.commitErrors, g.commitErrors, name)
+		counter(c.guardFailures, g.guardFailures, name)
+		counter(c.startOvers, g.startOvers, name)
 		for r, n := range g.rejected {
 			counter(c.rejected, n, name, r)
 		}

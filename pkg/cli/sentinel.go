@@ -1,0 +1,105 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/urfave/cli/v2"
+	"github.com/urfave/cli/v2/altsrc"
+
+	"github.com/topk-dev/topk/pkg/security"
+)
+
+// Redis Sentinel as a deployment mode (docs/high-availability.md). Every
+// command with a --redis flag also has --redis-sentinels and
+// --redis-master-name (withSecurityFlags adds them), and redisOption turns
+// them into rueidis' Sentinel client, which asks the sentinels for the
+// master, follows their +switch-master announcements and reconnects to the
+// promoted replica by itself. The data nodes keep --redis-user,
+// --redis-password and --redis-tls*; the sentinels have a user and password
+// of their own and the same TLS settings.
+
+// sentinelPasswordEnv holds the sentinels' password when no file is given.
+// There is deliberately no --redis-sentinel-password flag: a command line
+// is visible to every local user.
+const sentinelPasswordEnv = "TOPK_REDIS_SENTINEL_PASSWORD"
+
+// sentinelRefresh is how often the client reconciles its master with the
+// sentinels besides their announcements, which a client reconnecting at
+// the wrong moment can miss (rueidis' SentinelOption.TopologyRefreshInterval).
+const sentinelRefresh = 2 * time.Second
+
+// sentinelFlags are the Sentinel settings of a command with --redis.
+func sentinelFlags() []cli.Flag {
+	return []cli.Flag{
+		stringFlag("redis-sentinels", "Redis Sentinel addresses, comma-separated: connect to the master they name (--redis-master-name) and follow its failovers; instead of --redis"),
+		stringFlag("redis-master-name", "the master set the sentinels monitor (sentinel monitor <name> ...), with --redis-sentinels"),
+		stringFlag("redis-sentinel-user", "ACL user of the sentinels (empty: their default user)"),
+		altsrc.NewStringFlag(&cli.StringFlag{Name: "redis-sentinel-password-file", EnvVars: []string{envName("redis-sentinel-password-file")}, DefaultText: "none",
+			Usage: "file holding the sentinels' password (one trailing newline is ignored; else " + sentinelPasswordEnv + "; no flag takes the password itself)"}),
+	}
+}
+
+// sentinelMode reports whether the command is to connect through sentinels.
+func sentinelMode(c *cli.Context) bool {
+	return hasFlag(c, "redis-sentinels") && len(splitList(c.String("redis-sentinels"))) > 0
+}
+
+// sentinelOption turns opt, the data nodes' option, into a Sentinel
+// client's: InitAddress becomes the sentinels. --redis given as well is a
+// usage error, as is a master name without sentinels or the reverse.
+func sentinelOption(c *cli.Context, opt rueidis.ClientOption) (rueidis.ClientOption, error) {
+	if !hasFlag(c, "redis-sentinels") {
+		return opt, nil
+	}
+	sentinels, name := splitList(c.String("redis-sentinels")), strings.TrimSpace(c.String("redis-master-name"))
+	switch {
+	case len(sentinels) == 0 && name == "":
+		return opt, nil
+	case len(sentinels) == 0:
+		return opt, cli.Exit("--redis-master-name needs --redis-sentinels (the sentinels' addresses)", exitUsage)
+	case name == "":
+		return opt, cli.Exit("--redis-sentinels needs --redis-master-name (the master set the sentinels monitor)", exitUsage)
+	case c.IsSet("redis"):
+		return opt, cli.Exit("give --redis (a single Redis or a cluster) or --redis-sentinels (Sentinel), not both", exitUsage)
+	}
+	pass, err := sentinelPassword(c)
+	if err != nil {
+		return opt, cli.Exit(err.Error(), exitUsage)
+	}
+	opt.InitAddress = sentinels
+	opt.Sentinel = rueidis.SentinelOption{
+		MasterSet: name, Username: c.String("redis-sentinel-user"), Password: pass.Reveal(),
+		Dialer: opt.Dialer, TopologyRefreshInterval: sentinelRefresh,
+	}
+	if opt.TLSConfig != nil {
+		opt.Sentinel.TLSConfig = opt.TLSConfig.Clone()
+	}
+	return opt, nil
+}
+
+// sentinelPassword reads --redis-sentinel-password-file, else the
+// environment variable.
+func sentinelPassword(c *cli.Context) (security.Secret, error) {
+	env, file := os.Getenv(sentinelPasswordEnv), c.String("redis-sentinel-password-file")
+	if file == "" {
+		return security.Secret(env), nil
+	}
+	if env != "" {
+		return "", fmt.Errorf("give either --redis-sentinel-password-file or %s, not both", sentinelPasswordEnv)
+	}
+	// Its errors name the file and "--redis-sentinel-password-file".
+	return security.Password("", file, "--redis-sentinel-password")
+}
+
+// redisTarget names what the command connects to, for its messages:
+// "127.0.0.1:6379", or "master topk through sentinels a,b,c".
+func redisTarget(opt rueidis.ClientOption) string {
+	if opt.Sentinel.MasterSet != "" {
+		return fmt.Sprintf("master %q through sentinels %s", opt.Sentinel.MasterSet, strings.Join(opt.InitAddress, ","))
+	}
+	return strings.Join(opt.InitAddress, ",")
+}
