@@ -11,6 +11,7 @@ import (
 
 	"github.com/topk-dev/topk/pkg/events"
 	"github.com/topk-dev/topk/pkg/store"
+	"github.com/topk-dev/topk/pkg/uniq"
 	"github.com/topk-dev/topk/pkg/window"
 )
 
@@ -42,6 +43,11 @@ type ChannelOptions struct {
 	// and each source's light tail, cut at every merge (see
 	// store.GlobalOptions.GroupItems), is cut far fewer times.
 	GlobalAge time.Duration
+	// Users, when set, also counts the distinct users of each channel of
+	// the workspaces it enables (the unique-user ranking): every event
+	// counted for a workspace, with a user id, adds its user to the
+	// channel's minute. nil turns it off.
+	Users *uniq.Store
 }
 
 // channelSink is the channel pipeline's Sink: it pre-aggregates events per
@@ -61,6 +67,10 @@ type channelSink struct {
 	parts    map[topicPartition]*part
 	events   int64
 	prepared *store.Batch // the pending batch as prepared for Redis, once Write built it
+	// users and userBatch count unique users (ChannelOptions.Users), nil
+	// when off. The batch holds the pending events' users.
+	users     *uniq.Store
+	userBatch *uniq.Batch
 
 	globalAge time.Duration
 	// held are the counts of the batches written to the workspaces and not
@@ -101,8 +111,12 @@ func NewChannelSink(st *store.Store, o ChannelOptions) (Sink, error) {
 	if o.GlobalAge == 0 {
 		o.GlobalAge = DefaultGlobalAge
 	}
-	return &channelSink{st: st, rule: rule, win: st.Window(), userCap: newUserCap(o.UserMinuteCap),
-		parts: map[topicPartition]*part{}, globalAge: o.GlobalAge, held: map[topicPartition]*part{}}, nil
+	s := &channelSink{st: st, rule: rule, win: st.Window(), userCap: newUserCap(o.UserMinuteCap),
+		parts: map[topicPartition]*part{}, globalAge: o.GlobalAge, held: map[topicPartition]*part{}}
+	if o.Users != nil {
+		s.users, s.userBatch = o.Users, o.Users.NewBatch()
+	}
+	return s, nil
 }
 
 func (s *channelSink) Add(r *kgo.Record, arrived, now time.Time) error {
@@ -127,6 +141,9 @@ func (s *channelSink) Add(r *kgo.Record, arrived, now time.Time) error {
 	p.counts.Add(ev.WorkspaceID, m, ev.ChannelID, 1)
 	p.counted = append(p.counted, countedEvent{offset: r.Offset, minute: m, ws: ev.WorkspaceID, ch: ev.ChannelID})
 	s.events++
+	if s.userBatch != nil { // the batch skips workspaces not enabled and events without a user
+		s.userBatch.Add(ev.WorkspaceID, ev.ChannelID, m, ev.UserID)
+	}
 	return nil
 }
 
@@ -139,6 +156,15 @@ func (s *channelSink) Write(ctx context.Context) (Written, error) {
 		s.heldEvents += s.events
 		if len(s.held) > 0 && (s.release || s.globalAge < 0 || s.heldEvents >= maxHeldEvents || time.Since(s.heldSince) >= s.globalAge) {
 			s.global = s.st.PrepareGlobalParts(storeParts(s.held))
+		}
+	}
+	// The users first: the worker commits once Write returns, so they must
+	// be durable by then. If the counts then fail, the retry has no users
+	// left to send (a successful write empties the batch), and a replay
+	// after a crash sends them again harmlessly (PFADD is idempotent).
+	if s.userBatch != nil {
+		if err := s.users.Write(ctx, s.userBatch); err != nil {
+			return Written{}, err
 		}
 	}
 	if err := s.st.Apply(ctx, s.prepared); err != nil {

@@ -28,18 +28,20 @@ type event struct {
 // fixture is one Redis with the event counts (package store) and the
 // unique users (package uniq) of the same events, at a fixed clock.
 type fixture struct {
-	t   *testing.T
-	c   rueidis.Client
-	st  *store.Store
-	us  *uniq.Store
-	now time.Time
+	t    *testing.T
+	addr string // the redis-server's
+	c    rueidis.Client
+	st   *store.Store
+	us   *uniq.Store
+	now  time.Time
 }
 
 func newFixture(t *testing.T, so store.Options, uo uniq.Options) *fixture {
 	t.Helper()
-	c := testenv.Client(t, testenv.Redis(t).Addr())
+	addr := testenv.Redis(t).Addr()
+	c := testenv.Client(t, addr)
 	ks := keys.New("")
-	return &fixture{t: t, c: c, st: store.New(c, ks, window.Hour, so), us: uniq.New(c, ks, uo),
+	return &fixture{t: t, addr: addr, c: c, st: store.New(c, ks, window.Hour, so), us: uniq.New(c, ks, uo),
 		now: time.Now().Truncate(time.Minute).Add(30 * time.Second)}
 }
 
