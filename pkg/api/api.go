@@ -1,12 +1,14 @@
 // Package api is topk's HTTP API. Its rankings are cached results (one
 // MULTI/EXEC read of a ranking and its metadata per request), so their
-// cost does not depend on the traffic; the one exception, by=growth, is
-// computed from the hour's running sum and the minute buckets of the hour
-// before when asked (store.ReadRising), and held in memory for the read
-// cache's period like the others.
+// cost does not depend on the traffic; the exceptions, a workspace's
+// by=growth and by=users, are computed when asked (store.ReadRising from
+// the hour's running sum and the minute buckets of the hour before;
+// store.ReadUsers from the unique-user counts), and held in memory for
+// the read cache's period like the others.
 //
 //	GET /v1/top?workspace=W&window=1h&k=100   a workspace's ranking
 //	GET /v1/top?workspace=W&by=growth&min=10  its rising channels: growth from the hour before to the last hour
+//	GET /v1/top?workspace=W&by=users          its channels by distinct users over the hour (opted-in workspaces)
 //	GET /v1/top/global?window=24h&k=100       the global ranking (approximate)
 //	GET /v1/top/global?by=growth&k=100        the global rising ranking (approximate, cached by the scheduler)
 //	GET /trending?window=1h&k=100             the same, at the seed's path
@@ -67,6 +69,7 @@ import (
 	"github.com/topk-dev/topk/pkg/events"
 	"github.com/topk-dev/topk/pkg/keys"
 	"github.com/topk-dev/topk/pkg/store"
+	"github.com/topk-dev/topk/pkg/uniq"
 )
 
 // MaxK is the largest k a request may ask for.
@@ -87,6 +90,9 @@ type Reader interface {
 	// buckets (store.ReadRising), not read from a cached key.
 	ReadRising(ctx context.Context, ws string, now time.Time, k int, minCount int64) (store.Rising, error)
 	ReadGlobalRising(ctx context.Context, n int) (store.GlobalRising, error)
+	// ReadUsers is computed on request too, from the unique-user counts
+	// (package uniq) and the hour's sum.
+	ReadUsers(ctx context.Context, ws string, now time.Time, k int) (uniq.Ranking, error)
 	Ping(ctx context.Context) error
 }
 
@@ -102,6 +108,9 @@ type Item struct {
 	// before the window, and Count - Previous.
 	Previous *int64 `json:"previous,omitempty"`
 	Growth   *int64 `json:"growth,omitempty"`
+	// Events is set by by=users, whose Count is distinct users: the
+	// channel's events in the window (exact).
+	Events *int64 `json:"events,omitempty"`
 }
 
 // String formats an item as {rank id count error guaranteed}, followed by
@@ -136,6 +145,12 @@ type Response struct {
 	PreviousStart *time.Time `json:"previous_start,omitempty"`
 	MinCount      int64      `json:"min_count,omitempty"`
 	Bound         int64      `json:"bound,omitempty"`
+	// StdError is set by by=users: the relative standard error of each
+	// count (HyperLogLog's), which has no hard bound.
+	StdError float64 `json:"std_error,omitempty"`
+	// Complete is set by by=users: false when a channel left unread (a
+	// workspace too large to read whole) could rank.
+	Complete *bool `json:"complete,omitempty"`
 }
 
 // NewHandler returns the API's routes over r.
@@ -208,8 +223,11 @@ func (h *handler) workspace(w http.ResponseWriter, req *http.Request) {
 	case ByGrowth:
 		h.rising(ctx, w, req, ws, window, k)
 		return
+	case ByUsers:
+		h.users(ctx, w, ws, window, k)
+		return
 	default:
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("unknown by %.40q: want %s (the default) or %s", by, ByEvents, ByGrowth))
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("unknown by %.40q: want %s (the default), %s or %s", by, ByEvents, ByUsers, ByGrowth))
 		return
 	}
 	res, err := h.r.ReadTop(ctx, ws, window, k)

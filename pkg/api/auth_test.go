@@ -22,6 +22,7 @@ import (
 	"github.com/topk-dev/topk/pkg/geo"
 	"github.com/topk-dev/topk/pkg/rawstore"
 	"github.com/topk-dev/topk/pkg/store"
+	"github.com/topk-dev/topk/pkg/uniq"
 )
 
 // Fakes of every backend, so that each route answers its normal status
@@ -40,6 +41,9 @@ func (fakeReader) ReadRising(context.Context, string, time.Time, int, int64) (st
 }
 func (fakeReader) ReadGlobalRising(context.Context, int) (store.GlobalRising, error) {
 	return store.GlobalRising{}, nil
+}
+func (fakeReader) ReadUsers(context.Context, string, time.Time, int) (uniq.Ranking, error) {
+	return uniq.Ranking{}, nil
 }
 func (fakeReader) Ping(context.Context) error { return nil }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/topk-dev/topk/pkg/store"
+	"github.com/topk-dev/topk/pkg/uniq"
 )
 
 // DefaultCacheFor is how long `topk serve` answers a ranking from memory
@@ -46,6 +47,9 @@ func Cache(r Reader, cacheFor time.Duration) Reader {
 	c.globalRising = newMemo(cacheFor, func(ctx context.Context, _ struct{}) (store.GlobalRising, error) {
 		return r.ReadGlobalRising(ctx, 0)
 	})
+	c.users = newMemo(cacheFor, func(ctx context.Context, k usersKey) (uniq.Ranking, error) {
+		return r.ReadUsers(ctx, k.ws, time.Now(), k.k)
+	})
 	c.rising = newMemo(cacheFor, func(ctx context.Context, k risingKey) (store.Rising, error) {
 		return r.ReadRising(ctx, k.ws, time.Now(), k.k, k.min)
 	})
@@ -53,6 +57,11 @@ func Cache(r Reader, cacheFor time.Duration) Reader {
 }
 
 type topKey struct{ ws, window string }
+
+type usersKey struct {
+	ws string
+	k  int
+}
 
 type risingKey struct {
 	ws  string
@@ -65,8 +74,14 @@ type cached struct {
 	top    *memo[topKey, store.Result]
 	global *memo[string, store.GlobalResult]
 	rising *memo[risingKey, store.Rising]
+	users  *memo[usersKey, uniq.Ranking]
 	// globalRising has one key: the scheduler caches one ranking.
 	globalRising *memo[struct{}, store.GlobalRising]
+}
+
+// ReadUsers answers from memory as ReadRising does.
+func (c *cached) ReadUsers(ctx context.Context, ws string, _ time.Time, k int) (uniq.Ranking, error) {
+	return c.users.get(ctx, usersKey{ws, k})
 }
 
 func (c *cached) ReadGlobalRising(ctx context.Context, n int) (store.GlobalRising, error) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/topk-dev/topk/pkg/store"
+	"github.com/topk-dev/topk/pkg/uniq"
 )
 
 // fakeReads is a read function whose calls the test counts and releases.
@@ -222,4 +223,7 @@ func (f fixedReader) ReadGlobalRising(context.Context, int) (store.GlobalRising,
 	return store.GlobalRising{}, nil
 }
 
+func (f fixedReader) ReadUsers(context.Context, string, time.Time, int) (uniq.Ranking, error) {
+	return uniq.Ranking{}, nil
+}
 func (f fixedReader) Ping(context.Context) error { return nil }

@@ -22,7 +22,7 @@ func getCommand(env *Env) *cli.Command {
 	return withConfig(&cli.Command{
 		Name:      "get",
 		Usage:     "print a workspace's (or the global) cached top channels over a window",
-		UsageText: "topk get --workspace W [--window 1h|24h|7d|30d|all] [--k N] [--json]\n   topk get --workspace W --by growth [--min N] [--k N] [--json]\n   topk get --global [--window W] [--by growth] [--k N] [--json]",
+		UsageText: "topk get --workspace W [--window 1h|24h|7d|30d|all] [--k N] [--json]\n   topk get --workspace W --by growth [--min N] [--k N] [--json]\n   topk get --workspace W --by users [--k N] [--json]\n   topk get --global [--window W] [--by growth] [--k N] [--json]",
 		Description: "--json prints the answer of GET /v1/top (GET /v1/top/global with --global), the same\n" +
 			"fields and types (README \"HTTP API\"). --by growth ranks the channels whose count grew most\n" +
 			"from the hour before to the last hour, among those with at least --min events in the last hour.",
@@ -32,7 +32,7 @@ func getCommand(env *Env) *cli.Command {
 			&cli.BoolFlag{Name: "global", Aliases: []string{"g"}, Usage: "the global ranking across all workspaces (approximate, with error bounds)"},
 			&cli.StringFlag{Name: "window", Value: keys.Window1h, Usage: "1h, 24h, 7d, 30d or all (all time)"},
 			&cli.IntFlag{Name: "k", Value: 10, Usage: fmt.Sprintf("entries to print, 1 to %d (a ranking holds at most the scheduler's --k)", api.MaxK)},
-			&cli.StringFlag{Name: "by", Value: api.ByEvents, Usage: "what a workspace's ranking orders by: events, or growth (last hour against the hour before)"},
+			&cli.StringFlag{Name: "by", Value: api.ByEvents, Usage: "what a workspace's ranking orders by: events, users (distinct users, for workspaces topk ingest --unique-users counts) or growth (last hour against the hour before)"},
 			&cli.Int64Flag{Name: "min", Value: store.DefaultRisingMin, Usage: "--by growth: the least count a channel needs in the last hour"},
 			&cli.BoolFlag{Name: "json", Usage: "print the HTTP API's JSON"},
 		},
@@ -70,8 +70,13 @@ func getCommand(env *Env) *cli.Command {
 					return usageError(path, "--min must be at least 1, got %d", c.Int64("min"))
 				}
 				return getRising(c, env, st, ws)
+			case api.ByUsers:
+				if win != keys.Window1h || c.Bool("global") {
+					return usageError(path, "--by users counts a workspace's distinct users over the last hour: give --workspace and --window 1h")
+				}
+				return getUsers(c, env, st, ws)
 			default:
-				return usageError(path, "unknown --by %q: want %s or %s", by, api.ByEvents, api.ByGrowth)
+				return usageError(path, "unknown --by %q: want %s, %s or %s", by, api.ByEvents, api.ByUsers, api.ByGrowth)
 			}
 			if c.Bool("global") {
 				return getGlobal(c, env, st, win)

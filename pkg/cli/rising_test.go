@@ -92,7 +92,7 @@ func TestRisingFromCLIAndHTTP(t *testing.T) {
 		}
 	}
 	for _, q := range []string{"top?workspace=w1&by=bogus", "top?workspace=w1&by=growth&window=24h", "top?workspace=w1&by=growth&min=0",
-		"top?workspace=w1&by=growth&min=x", "top/global?by=growth&min=5", "top/global?by=growth&window=24h", "top/global?by=x"} {
+		"top?workspace=w1&by=growth&min=x", "top/global?by=growth&min=5", "top/global?by=growth&window=24h", "top/global?by=x", "top?workspace=w1&by=users&window=24h"} {
 		resp, err := http.Get(srv.URL + "/v1/" + q)
 		if err != nil {
 			t.Fatal(err)
