@@ -134,7 +134,8 @@ type RedisOptions struct {
 
 // CheckRedis connects to Redis and checks every node it finds: reachable and
 // its version, RedisBloom, the embedded scripts, persistence and the
-// eviction policy; then whether a scheduler is refreshing the rankings.
+// eviction policy; then whether a scheduler is refreshing the rankings; and
+// through sentinels, the topology and the commit guard (sentinel.go).
 func CheckRedis(ctx context.Context, o RedisOptions) []Check {
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultTimeout
@@ -164,8 +165,11 @@ func CheckRedis(ctx context.Context, o RedisOptions) []Check {
 	}
 	sort.Strings(names)
 	mode := "standalone"
-	if client.Mode() == rueidis.ClientModeCluster {
+	switch client.Mode() {
+	case rueidis.ClientModeCluster:
 		mode = fmt.Sprintf("Redis Cluster, %d nodes known", len(names))
+	case rueidis.ClientModeSentinel:
+		mode = "Sentinel master " + o.Client.Sentinel.MasterSet
 	}
 
 	var out, blooms []Check
@@ -182,6 +186,9 @@ func CheckRedis(ctx context.Context, o RedisOptions) []Check {
 	}
 	out = append(out, bloomCheck(bloomOn, blooms)...)
 	out = append(out, beatCheck(ctx, o.Timeout, client, o.Prefix))
+	if o.Client.Sentinel.MasterSet != "" {
+		out = append(out, sentinelChecks(ctx, o, client)...)
+	}
 	return out
 }
 
