@@ -82,7 +82,8 @@ func (h aclHTTP) ok(method, path, body string, v any) string {
 
 // channelRecord is one channel event of the ACL test's stream.
 func channelRecord(ws, ch string, i int, ts time.Time) *kgo.Record {
-	v, _ := json.Marshal(events.Event{EventID: fmt.Sprintf("%s-%s-%d-%d", ws, ch, i, ts.UnixMilli()), WorkspaceID: ws, ChannelID: ch, TS: ts.UnixMilli()})
+	v, _ := json.Marshal(events.Event{EventID: fmt.Sprintf("%s-%s-%d-%d", ws, ch, i, ts.UnixMilli()), WorkspaceID: ws, ChannelID: ch,
+		UserID: fmt.Sprintf("u-%d", i%2), TS: ts.UnixMilli()})
 	// The record's time is the event's: on time, however old.
 	return &kgo.Record{Topic: "topk.events", Key: []byte(ws), Value: v, Timestamp: ts}
 }
@@ -191,7 +192,7 @@ func TestACLRunsTheProduct(t *testing.T) {
 		bg = append(bg, b)
 		return b
 	}
-	start("ingest worker started", append([]string{"ingest", "--brokers", brokers, "--batch-age", "50ms"}, worker...)...)
+	start("ingest worker started", append([]string{"ingest", "--brokers", brokers, "--batch-age", "50ms", "--unique-users", "acme"}, worker...)...)
 	start("ingest worker started", append([]string{"activity", "ingest", "--brokers", brokers, "--batch-age", "50ms", "--geo-precision", precision}, worker...)...)
 	start("ingest worker started", "activity", "archive", "--brokers", brokers, "--postgres", pg, "--batch-age", "50ms")
 	start("scheduler started", append([]string{"schedule", "--interval", "200ms", "--cadence", "24h=500ms,7d=500ms,30d=500ms,all=500ms"}, worker...)...)
@@ -261,6 +262,22 @@ func TestACLRunsTheProduct(t *testing.T) {
 	waitFor(t, "the global hour on /trending", func() (bool, string) {
 		got := top("/trending?window=1h")
 		return got["acme/general"] == 5, fmt.Sprint(got)
+	}, bg...)
+	// The rankings computed on request, as topk-reader too: by distinct
+	// users (u-0 and u-1 wrote each channel with 2 events or more), and
+	// by growth, for the workspace and across workspaces.
+	waitFor(t, "acme by users", func() (bool, string) {
+		got := top("/v1/top?workspace=acme&by=users")
+		return fmt.Sprint(got) == "map[dev:2 general:2 random:2]", fmt.Sprint(got)
+	}, bg...)
+	if got := top("/v1/top?workspace=acme&by=growth&min=1"); fmt.Sprint(got) != fmt.Sprint(counts1h) {
+		t.Errorf("acme by growth: %v, want %v (nothing in the hour before)", got, counts1h)
+	}
+	// (Cached by the scheduler for items of at least 10 events: none here,
+	// so an empty ranking, not a 404.)
+	waitFor(t, "the global rising ranking", func() (bool, string) {
+		got := top("/v1/top/global?by=growth")
+		return got != nil, "not computed yet"
 	}, bg...)
 	var series struct {
 		Series []struct {

@@ -19,6 +19,7 @@ import (
 	"github.com/topk-dev/topk/pkg/scheduler"
 	"github.com/topk-dev/topk/pkg/security"
 	"github.com/topk-dev/topk/pkg/store"
+	"github.com/topk-dev/topk/pkg/uniq"
 	"github.com/topk-dev/topk/pkg/window"
 )
 
@@ -90,6 +91,27 @@ func ingestFlags(group, dlq string) []cli.Flag {
 // rebuild counts what the workers counted.
 func userCapFlag() cli.Flag {
 	return altsrc.NewIntFlag(&cli.IntFlag{Name: "user-minute-cap", EnvVars: []string{"TOPK_USER_MINUTE_CAP"}, Usage: "count at most this many events per workspace, user and minute; the rest go to the dead-letter topic as user_minute_cap (0: off)"})
+}
+
+// uniqueUsersFlag names the workspaces whose distinct users per channel
+// are counted (topk get --by users), shared by ingest, run and rebuild so
+// that a rebuild restores what the workers counted; def is its default.
+func uniqueUsersFlag(def string) cli.Flag {
+	return altsrc.NewStringFlag(&cli.StringFlag{Name: "unique-users", EnvVars: []string{"TOPK_UNIQUE_USERS"}, Value: def,
+		Usage: "workspaces whose distinct users per channel are counted for --by users, comma-separated, or * for all (each costs a PFADD per distinct channel, user and minute, and ~125 bytes per active channel-minute; empty: none)"})
+}
+
+// uniqueUsers returns the unique-user counting the flag asks for, nil when
+// it names no workspace.
+func uniqueUsers(c *cli.Context, st *store.Store) *uniq.Store {
+	v := strings.TrimSpace(c.String("unique-users"))
+	if v == "" {
+		return nil
+	}
+	if v == "*" {
+		return st.Users(uniq.Options{All: true})
+	}
+	return st.Users(uniq.Options{Workspaces: splitList(v)})
 }
 
 // globalAgeFlag is how long the channel workers hold the global view's

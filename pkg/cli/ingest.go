@@ -17,7 +17,7 @@ import (
 func ingestCommand(env *Env) *cli.Command {
 	flags := []cli.Flag{brokersFlag(DefaultBrokers), topicFlag(), redisFlag(DefaultRedis), prefixFlag()}
 	flags = append(flags, ingestFlags(DefaultGroup, "")...)
-	flags = append(flags, userCapFlag(), globalAgeFlag())
+	flags = append(flags, userCapFlag(), globalAgeFlag(), uniqueUsersFlag(""))
 	flags = append(flags, guardFlags()...)
 	flags = append(flags, deploymentFlags()...)
 	flags = append(flags, logFlags("info")...)
@@ -99,7 +99,7 @@ func newWorkers(c *cli.Context, cs consumers, log *slog.Logger, newSink func() (
 func channelSink(c *cli.Context, st *store.Store) func() (ingest.Sink, error) {
 	return func() (ingest.Sink, error) {
 		return ingest.NewChannelSink(st, ingest.ChannelOptions{Lateness: c.Duration("lateness"), MaxSkew: c.Duration("max-skew"),
-			UserMinuteCap: c.Int("user-minute-cap"), GlobalAge: c.Duration("global-age")})
+			UserMinuteCap: c.Int("user-minute-cap"), GlobalAge: c.Duration("global-age"), Users: uniqueUsers(c, st)})
 	}
 }
 

@@ -25,7 +25,7 @@ func rebuildCommand(env *Env) *cli.Command {
 	flags := []cli.Flag{brokersFlag(DefaultBrokers), topicFlag(), redisFlag(DefaultRedis), prefixFlag(),
 		&cli.DurationFlag{Name: "since", Value: DefaultRebuildSince, Usage: "replay the records the broker received this long ago and later"},
 		kFlag("entries kept in each cached ranking (as the scheduler's --k)"),
-		userCapFlag(),
+		userCapFlag(), uniqueUsersFlag(""),
 	}
 	flags = append(flags, deploymentFlags()...)
 	flags = append(flags, logFlags("info")...)
@@ -55,7 +55,7 @@ func rebuild(c *cli.Context, env *Env, bar *progress.Bar, st *store.Store, log *
 	meter := progress.NewMeter(bar, progress.Options{Label: "rebuild", Unit: "records"})
 	stats, err := ingest.Replay(c.Context, ingest.ReplayConfig{
 		Kafka: kafkaConfig(c), Topic: c.String("topic"), Store: st,
-		Since: began.Add(-c.Duration("since")), UserMinuteCap: c.Int("user-minute-cap"),
+		Since: began.Add(-c.Duration("since")), UserMinuteCap: c.Int("user-minute-cap"), Users: uniqueUsers(c, st),
 		Lateness: c.Duration("lateness"), Logger: log,
 		Progress: func(read, total int64) {
 			meter.SetTotal(total)

@@ -23,7 +23,8 @@ import (
 // redisSnapshot reads every key under topk: as text, leaving out what
 // differs between two correct runs: result metadata (computed_at), the
 // scheduler's beats, the dirty set (whatever the last scheduler left in
-// it), and the layout of the rollups (which minutes were folded into hours
+// it), the global rising ranking (cached every 5 s, so from whichever
+// pass came last; its inputs, the summaries, are compared), and the layout of the rollups (which minutes were folded into hours
 // when depends on when the scheduler ran; what they sum to is compared
 // through the cached long-window rankings).
 func redisSnapshot(t *testing.T, c rueidis.Client) map[string]string {
@@ -35,7 +36,8 @@ func redisSnapshot(t *testing.T, c rueidis.Client) map[string]string {
 	}
 	out := map[string]string{}
 	for _, k := range keys {
-		if strings.HasSuffix(k, ":meta") || k == "topk:dirty" || strings.HasPrefix(k, "topk:beat:") || rollupKey.MatchString(k) {
+		if strings.HasSuffix(k, ":meta") || k == "topk:dirty" || strings.HasPrefix(k, "topk:beat:") || rollupKey.MatchString(k) ||
+			strings.HasPrefix(k, "topk:{g}:top:rising") {
 			continue
 		}
 		typ, err := c.Do(ctx, c.B().Type().Key(k).Build()).ToString()
@@ -96,15 +98,23 @@ func TestRebuildRestoresEverything(t *testing.T) {
 	now := time.Now()
 	var recs []*kgo.Record
 	const n = 5000
-	truth := map[string]int64{} // global item -> events
+	truth := map[string]int64{}               // global item -> events
+	acmeUsers := map[string]map[string]bool{} // acme's channel -> users, which --unique-users counts
 	for i := range n {
 		ws := []string{"acme", "a}b", "50%", "w4", "w5"}[rng.IntN(5)]
 		ts := now.Add(-time.Duration(rng.IntN(50*60)) * time.Second)
 		ch := fmt.Sprintf("c-%d", rng.IntN(40))
+		user := fmt.Sprintf("u-%d", rng.IntN(1+rng.IntN(9)))
 		truth[keys.GlobalItem(ws, ch)]++
+		if ws == "acme" {
+			if acmeUsers[ch] == nil {
+				acmeUsers[ch] = map[string]bool{}
+			}
+			acmeUsers[ch][user] = true
+		}
 		v, err := json.Marshal(events.Event{
 			EventID: fmt.Sprintf("e-%d", i), WorkspaceID: ws, ChannelID: ch,
-			UserID: "u-1", Type: "message", TS: ts.UnixMilli(),
+			UserID: user, Type: "message", TS: ts.UnixMilli(),
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -120,7 +130,7 @@ func TestRebuildRestoresEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	ingest := startCLI(t, "ingest", "--brokers", brokers, "--redis", redis, "--batch-age", "50ms", "--batch-events", "700")
+	ingest := startCLI(t, "ingest", "--brokers", brokers, "--redis", redis, "--batch-age", "50ms", "--batch-events", "700", "--unique-users", "acme")
 	waitStarted(t, ingest, "ingest worker started")
 	counted := func() (bool, string) {
 		var total int64
@@ -174,7 +184,7 @@ func TestRebuildRestoresEverything(t *testing.T) {
 	// Two rebuilds over the same topic on a Redis that has everything: every
 	// record is counted already, in the workspaces and in the global view.
 	for range 2 {
-		out := mustRun(t, "rebuild", "--brokers", brokers, "--redis", redis, "--since", "1h5m")
+		out := mustRun(t, "rebuild", "--brokers", brokers, "--redis", redis, "--since", "1h5m", "--unique-users", "acme")
 		if !strings.Contains(out, fmt.Sprintf("0 events counted, %d already counted", n)) {
 			t.Fatalf("rebuild output: %s", out)
 		}
@@ -195,7 +205,7 @@ func TestRebuildRestoresEverything(t *testing.T) {
 	if got := redisSnapshot(t, rc); len(got) != 0 {
 		t.Fatalf("Redis still has %d keys after the restart", len(got))
 	}
-	out := mustRun(t, "rebuild", "--brokers", brokers, "--redis", redis, "--since", "1h5m")
+	out := mustRun(t, "rebuild", "--brokers", brokers, "--redis", redis, "--since", "1h5m", "--unique-users", "acme")
 	if !strings.Contains(out, fmt.Sprintf("%d events counted, 0 already counted, 10 rejected", n)) {
 		t.Fatalf("rebuild output: %s", out)
 	}
@@ -205,6 +215,7 @@ func TestRebuildRestoresEverything(t *testing.T) {
 		t.Errorf("rebuild output does not list the rejections by reason: %s", out)
 	}
 	compareSnapshots(t, "after the rebuild", before, redisSnapshot(t, rc))
+	checkAcmeUsers(t, redis, acmeUsers)
 	if t.Failed() {
 		return
 	}
@@ -216,6 +227,31 @@ func TestRebuildRestoresEverything(t *testing.T) {
 	compareSnapshots(t, "after a second rebuild", before, redisSnapshot(t, rc))
 	checkGlobalExact(t, redis, truth)
 	t.Logf("%d keys restored exactly", len(before))
+}
+
+// checkAcmeUsers requires `topk get --by users` to give each of acme's
+// channels its distinct users (a few each, which Redis's sparse
+// HyperLogLog counts exactly).
+func checkAcmeUsers(t *testing.T, redis string, want map[string]map[string]bool) {
+	t.Helper()
+	var g struct {
+		Items []struct {
+			ID    string `json:"id"`
+			Count int    `json:"count"`
+		} `json:"items"`
+	}
+	out := mustRun(t, "get", "--redis", redis, "--workspace", "acme", "--by", "users", "--k", "1000", "--json")
+	if err := json.Unmarshal([]byte(out), &g); err != nil {
+		t.Fatal(err)
+	}
+	if len(g.Items) != len(want) {
+		t.Errorf("acme by users: %d channels, want %d", len(g.Items), len(want))
+	}
+	for _, it := range g.Items {
+		if it.Count != len(want[it.ID]) {
+			t.Errorf("acme channel %s: %d users, want %d", it.ID, it.Count, len(want[it.ID]))
+		}
+	}
 }
 
 // compareSnapshots reports every key whose content differs between want and

@@ -25,7 +25,9 @@ import (
 func runCommand(env *Env) *cli.Command {
 	flags := []cli.Flag{brokersFlagNote("", "empty: start an in-process broker"), redisFlag(""), topicFlag(), prefixFlag()}
 	flags = append(flags, ingestFlags(DefaultGroup, "")...)
-	flags = append(flags, userCapFlag(), globalAgeFlag())
+	// The demo counts every workspace's distinct users, so that the page
+	// and topk get --by users have them; a deployment names its own.
+	flags = append(flags, userCapFlag(), globalAgeFlag(), uniqueUsersFlag("*"))
 	flags = append(flags, guardFlags()...)
 	flags = append(flags, scheduleFlags()...)
 	flags = append(flags, deploymentFlags()...)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/topk-dev/topk/pkg/kafka"
 	"github.com/topk-dev/topk/pkg/store"
+	"github.com/topk-dev/topk/pkg/uniq"
 )
 
 // ReplayConfig configures Replay.
@@ -28,6 +29,9 @@ type ReplayConfig struct {
 	// UserMinuteCap is the workers' per-user cap (see Config), so that the
 	// rebuild counts what they counted; 0: off.
 	UserMinuteCap int
+	// Users counts unique users as the workers do (ChannelOptions.Users);
+	// nil: off.
+	Users *uniq.Store
 	// Stall ends the replay when no record arrived for this long although
 	// some partitions are short of their end offsets (default 10 s).
 	Stall  time.Duration
@@ -56,7 +60,7 @@ func Replay(ctx context.Context, cfg ReplayConfig) (*Stats, error) {
 	if cfg.BatchEvents <= 0 {
 		cfg.BatchEvents = DefaultBatchEvents
 	}
-	sink, err := NewChannelSink(cfg.Store, ChannelOptions{Lateness: cfg.Lateness, MaxSkew: cfg.MaxSkew, UserMinuteCap: cfg.UserMinuteCap})
+	sink, err := NewChannelSink(cfg.Store, ChannelOptions{Lateness: cfg.Lateness, MaxSkew: cfg.MaxSkew, UserMinuteCap: cfg.UserMinuteCap, Users: cfg.Users})
 	if err != nil {
 		return nil, fmt.Errorf("ingest.replay: %w", err)
 	}
