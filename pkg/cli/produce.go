@@ -107,7 +107,7 @@ func produceCommandRun(c *cli.Context, bar *progress.Bar, label, topic string, g
 // a terminal, plain periodic lines otherwise) and a copy of env whose Err
 // writes above that line, for the command's logs.
 func progressBar(env *Env) (*progress.Bar, *Env) {
-	terminal := isTerminal(env.Err)
+	terminal := progress.IsTerminal(env.Err)
 	width := 0
 	if terminal {
 		width = progress.Width(env.Err)

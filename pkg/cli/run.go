@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -19,6 +17,7 @@ import (
 	"github.com/topk-dev/topk/pkg/kafka"
 	"github.com/topk-dev/topk/pkg/keys"
 	"github.com/topk-dev/topk/pkg/loadgen"
+	"github.com/topk-dev/topk/pkg/progress"
 	"github.com/topk-dev/topk/pkg/store"
 )
 
@@ -163,7 +162,7 @@ func runAll(c *cli.Context, env *Env) error {
 		target = "--redis-sentinels " + c.String("redis-sentinels") + " --redis-master-name " + c.String("redis-master-name")
 	}
 	fmt.Fprintf(env.Out, "query it from another shell: topk get %s --workspace %s\n\n", target, gen.WorkspaceName(0))
-	var progress loadgen.Progress
+	var produced loadgen.Progress
 	var wg sync.WaitGroup
 	errs := make(chan error, 6)
 	goRun := func(fn func() error) {
@@ -193,11 +192,11 @@ func runAll(c *cli.Context, env *Env) error {
 		show[i] = gen.WorkspaceName(i)
 	}
 	goRun(func() error {
-		_, err := loadgen.Produce(runCtx, producer, c.String("topic"), gen, loadgen.ProduceOptions{Rate: c.Float64("rate"), Progress: &progress})
+		_, err := loadgen.Produce(runCtx, producer, c.String("topic"), gen, loadgen.ProduceOptions{Rate: c.Float64("rate"), Progress: &produced})
 		return err
 	})
 
-	d := display{env: env, st: st, workspaces: show, rows: c.Int("rows"), clear: isTerminal(env.Out), started: time.Now(), activity: act, page: page}
+	d := display{env: env, st: st, workspaces: show, rows: c.Int("rows"), clear: progress.IsTerminal(env.Out), started: time.Now(), activity: act, page: page}
 	t := time.NewTicker(c.Duration("every"))
 	defer t.Stop()
 	var runErr error
@@ -209,7 +208,7 @@ loop:
 		case runErr = <-errs:
 			break loop
 		case <-t.C:
-			d.print(ctx, &progress, workers)
+			d.print(ctx, &produced, workers)
 		}
 	}
 	stop()
@@ -217,7 +216,7 @@ loop:
 	if runErr != nil {
 		return cli.Exit(runErr.Error(), exitFailure)
 	}
-	fmt.Fprintf(env.Out, "stopped after %s: %d events produced\n", time.Since(d.started).Round(time.Second), progress.Acked.Load())
+	fmt.Fprintf(env.Out, "stopped after %s: %d events produced\n", time.Since(d.started).Round(time.Second), produced.Acked.Load())
 	return nil
 }
 
@@ -264,11 +263,3 @@ func (d *display) print(ctx context.Context, p *loadgen.Progress, workers []*ing
 	}
 }
 
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}

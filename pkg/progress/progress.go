@@ -45,7 +45,7 @@ type Bar struct {
 }
 
 // NewBar returns a status line on w. terminal says whether w is a terminal
-// (the caller knows: pkg/cli's isTerminal); width is its number of columns
+// (the caller knows: IsTerminal); width is its number of columns
 // (0: 80).
 func NewBar(w io.Writer, terminal bool, width int) *Bar {
 	if width <= 0 {

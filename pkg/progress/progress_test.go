@@ -2,6 +2,7 @@ package progress
 
 import (
 	"bytes"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -146,5 +147,29 @@ func TestFormat(t *testing.T) {
 	}
 	for d, want := range map[time.Duration]string{850 * time.Millisecond: "850ms", 42 * time.Second: "42s", 185 * time.Second: "3m05s", 2*time.Hour + 3*time.Minute: "2h03m"} {
 		checkEq(t, Duration(d), want)
+	}
+}
+
+// TestIsTerminal: /dev/null is a character device but not a terminal, and
+// neither is a pipe, so neither gets redraw escapes.
+func TestIsTerminal(t *testing.T) {
+	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	for name, f := range map[string]*os.File{"/dev/null": null, "a pipe": w} {
+		if IsTerminal(f) || Width(f) != 0 {
+			t.Errorf("%s: IsTerminal %v, Width %d; want false, 0", name, IsTerminal(f), Width(f))
+		}
+	}
+	if IsTerminal(&strings.Builder{}) {
+		t.Error("a strings.Builder is a terminal")
 	}
 }
