@@ -262,4 +262,3 @@ func (d *display) print(ctx context.Context, p *loadgen.Progress, workers []*ing
 		d.activity.print(ctx, d.env)
 	}
 }
-
