@@ -1,0 +1,416 @@
+// The write path: counts grouped into fenced ingest.lua calls (Prepare*),
+// and Apply, which sends them, retries only what failed and recounts the
+// groups a replay straddled.
+
+package store
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/rueidis"
+
+	"github.com/topk-dev/topk/lua"
+	"github.com/topk-dev/topk/pkg/internal/par"
+	"github.com/topk-dev/topk/pkg/keys"
+	"github.com/topk-dev/topk/pkg/window"
+)
+
+// Counts is one flush's pre-aggregated counts:
+// workspace -> unix minute -> channel -> number of events.
+type Counts map[string]map[int64]map[string]int64
+
+// Add adds n events for channel ch of workspace ws in minute m.
+func (c Counts) Add(ws string, m int64, ch string, n int64) {
+	byMinute := c[ws]
+	if byMinute == nil {
+		byMinute = make(map[int64]map[string]int64)
+		c[ws] = byMinute
+	}
+	byChannel := byMinute[m]
+	if byChannel == nil {
+		byChannel = make(map[string]int64)
+		byMinute[m] = byChannel
+	}
+	byChannel[ch] += n
+}
+
+// AddCounts adds every count of o to c.
+func (c Counts) AddCounts(o Counts) {
+	for ws, byMinute := range o {
+		for m, byChannel := range byMinute {
+			for ch, n := range byChannel {
+				c.Add(ws, m, ch, n)
+			}
+		}
+	}
+}
+
+// Source is the records a part of a batch was counted from: the offsets
+// First..Last of one topic partition, named "<topic>/<partition>".
+type Source struct {
+	Name        string
+	First, Last int64
+}
+
+// Part is the counts of a batch that came from one Source. Each workspace's
+// counts are fenced by the source: Redis records the last offset applied per
+// workspace and source, atomically with the counts, and skips what it has
+// already applied, so replaying records after a crash or a rebalance never
+// counts them twice. The global view's summaries are fenced the same way,
+// per shard and source. When a replay straddles a fence, Apply asks Recount
+// for the part's counts from the records after the offset given and sends
+// those.
+type Part struct {
+	Source  Source
+	Counts  Counts
+	Recount func(after int64) Counts
+}
+
+// Batch is a set of counts prepared for Redis. Apply may be called again
+// after an error: it only re-sends what Redis has not acknowledged, and the
+// fences make even a re-sent call whose first reply was lost harmless.
+type Batch struct {
+	parts     []Part
+	index     []ActiveWorkspace // the index entries this batch raises
+	minutes   map[int64][]string
+	indexDone bool
+	calls     []call
+	done      []bool
+	dirtyDone bool
+	// Skipped counts the events Redis had already applied (replays).
+	Skipped int64
+	// Recounted counts the workspace groups sent again, recounted after
+	// their fence, because a replay straddled it.
+	Recounted int
+}
+
+// call is one atomic unit of a batch: a script call, or (RedisBloom) a
+// pipeline of module commands.
+type call interface {
+	exec(ctx context.Context, c rueidis.Client) error
+}
+
+type scriptCall struct {
+	script *lua.Script
+	keys   []string
+	args   []string
+}
+
+func (sc *scriptCall) exec(ctx context.Context, c rueidis.Client) error {
+	return sc.script.Exec(ctx, c, sc.keys, sc.args).Error()
+}
+
+// ingestCall is one ingest.lua call and what its reply said.
+type ingestCall struct {
+	scriptCall
+	groups   []groupRef // the call's groups, in order
+	skipped  int64      // events skipped as already applied
+	overlaps []overlap  // groups that straddled their fence
+}
+
+// groupRef names a group: a workspace's counts from one part of the batch.
+type groupRef struct {
+	ws   string
+	part int
+}
+
+type overlap struct {
+	group groupRef
+	fence int64
+}
+
+func (ic *ingestCall) exec(ctx context.Context, c rueidis.Client) error {
+	reply, err := ic.script.Exec(ctx, c, ic.keys, ic.args).AsIntSlice()
+	if err != nil {
+		return err
+	}
+	skipped, overlaps, err := decodeFenced("ingest.lua", reply, len(ic.groups))
+	if err != nil {
+		return err
+	}
+	ic.skipped, ic.overlaps = skipped, ic.overlaps[:0]
+	for _, o := range overlaps {
+		ic.overlaps = append(ic.overlaps, overlap{group: ic.groups[o.group], fence: o.fence})
+	}
+	return nil
+}
+
+// Pending reports how many Redis calls of the batch are not yet acknowledged.
+func (b *Batch) Pending() int {
+	n := 0
+	if !b.indexDone {
+		n++
+	}
+	if !b.dirtyDone {
+		n++
+	}
+	for _, d := range b.done {
+		if !d {
+			n++
+		}
+	}
+	return n
+}
+
+// Prepare turns counts with no source into calls (no fence applies: used
+// where records are not replayed, such as the benchmarks' generated streams).
+func (s *Store) Prepare(counts Counts) *Batch {
+	return s.PrepareParts([]Part{{Counts: counts}})
+}
+
+// PrepareParts turns the parts of a batch into calls: the per-workspace
+// minute buckets and running window sums, fenced by each part's source, and
+// the global view's per-minute summaries. On a cluster each call carries
+// the keys of one hash slot only; on a single server a workspace call may
+// mix workspaces, which keeps the number of calls per flush small.
+func (s *Store) PrepareParts(parts []Part) *Batch {
+	b := s.PrepareWorkspaceParts(parts)
+	global := s.prepareGlobal(parts)
+	b.calls = append(b.calls, global...)
+	b.done = append(b.done, make([]bool, len(global))...)
+	return b
+}
+
+// PrepareGlobalParts is PrepareParts for the global view alone. A worker
+// writes the global view from several batches at once (see
+// ingest.ChannelOptions.GlobalAge): the summaries then take fewer, larger
+// merges, and their cut tail shrinks.
+func (s *Store) PrepareGlobalParts(parts []Part) *Batch {
+	b := &Batch{parts: parts, calls: s.prepareGlobal(parts), indexDone: true, dirtyDone: true}
+	b.done = make([]bool, len(b.calls))
+	return b
+}
+
+// PrepareWorkspaceParts is PrepareParts without the global view.
+func (s *Store) PrepareWorkspaceParts(parts []Part) *Batch {
+	b := &Batch{parts: parts, minutes: map[int64][]string{}}
+	last := map[string]int64{}
+	seen := map[int64]map[string]bool{}
+	ic := s.newIngestCalls()
+	for pi, p := range parts {
+		for ws, byMinute := range p.Counts {
+			ic.group(groupRef{ws: ws, part: pi}, p.Source, byMinute)
+			for m := range byMinute {
+				if l, ok := last[ws]; !ok || m > l {
+					last[ws] = m
+				}
+				if !seen[m][ws] {
+					if seen[m] == nil {
+						seen[m] = map[string]bool{}
+					}
+					seen[m][ws] = true
+					b.minutes[m] = append(b.minutes[m], ws)
+				}
+			}
+		}
+	}
+	for ws, m := range last {
+		b.index = append(b.index, ActiveWorkspace{ID: ws, LastMinute: m})
+	}
+	b.calls = ic.calls
+	b.done = make([]bool, len(b.calls))
+	b.indexDone = len(b.index) == 0
+	b.dirtyDone = len(b.index) == 0
+	return b
+}
+
+// mergeCounts returns the sum of the parts' counts.
+func mergeCounts(parts []Part) Counts {
+	if len(parts) == 1 {
+		return parts[0].Counts
+	}
+	all := Counts{}
+	for _, p := range parts {
+		all.AddCounts(p.Counts)
+	}
+	return all
+}
+
+// ingestCalls packs workspace groups into ingest.lua calls (see the script
+// for the layout). A group is never split over calls, since its fence moves
+// once for the whole group; a new call starts when the current one holds
+// MaxPairsPerCall pairs or more, so a single group larger than that makes
+// a larger call.
+type ingestCalls struct {
+	max   int
+	win   window.Window
+	keys  keys.Space
+	args  []string // the arguments every call starts with
+	one   bool     // one group per call (cluster: one slot per call)
+	calls []call
+	cur   *ingestCall
+	pairs int // pairs in cur
+}
+
+func (s *Store) newIngestCalls() *ingestCalls {
+	return &ingestCalls{max: s.opts.MaxPairsPerCall, win: s.win, keys: s.keys, one: s.cluster,
+		args: []string{seconds(s.opts.Rollup.HourRetention), seconds(s.opts.Rollup.DayRetention), strconv.Itoa(s.opts.Candidates)}}
+}
+
+// group adds the counts of one workspace from one source.
+func (ic *ingestCalls) group(ref groupRef, src Source, byMinute map[int64]map[string]int64) {
+	if ic.cur == nil || ic.one || ic.pairs >= ic.max {
+		ic.cur = &ingestCall{scriptCall: scriptCall{script: lua.Ingest, args: append([]string(nil), ic.args...)}}
+		ic.calls = append(ic.calls, ic.cur)
+		ic.pairs = 0
+	}
+	c := ic.cur
+	c.groups = append(c.groups, ref)
+	wk := ic.keys.Workspace(ref.ws)
+	c.keys = append(c.keys, wk.Win(keys.Window1h), wk.WinThrough(keys.Window1h), wk.WinMinutes(keys.Window1h), wk.Fence(),
+		wk.Roll(), wk.Fold(), wk.WinCand(keys.Window1h), wk.WinFloor(keys.Window1h))
+	c.args = append(c.args, src.Name, strconv.FormatInt(src.First, 10), strconv.FormatInt(src.Last, 10), strconv.Itoa(len(byMinute)))
+	for m, byChannel := range byMinute {
+		c.keys = append(c.keys, wk.Bucket(m))
+		c.args = append(c.args, strconv.FormatInt(m, 10), strconv.FormatInt(ic.win.ExpireAt(m), 10), strconv.Itoa(len(byChannel)))
+		for ch, n := range byChannel {
+			c.args = append(c.args, ch, strconv.FormatInt(n, 10))
+		}
+		ic.pairs += len(byChannel)
+	}
+}
+
+// Apply sends what of b Redis has not acknowledged yet, in three steps:
+//  1. the workspace index and the per-minute workspace sets, so the
+//     scheduler can never miss a workspace whose counts landed;
+//  2. the script calls, in parallel;
+//  3. the dirty set, only once every count landed, so a refresh triggered
+//     by it always sees them.
+func (s *Store) Apply(ctx context.Context, b *Batch) error {
+	if !b.indexDone {
+		zadd := s.c.B().Zadd().Key(s.keys.Workspaces()).Gt().ScoreMember()
+		for _, e := range b.index {
+			zadd = zadd.ScoreMember(float64(e.LastMinute), e.ID)
+		}
+		cmds := rueidis.Commands{zadd.Build()}
+		for m, wss := range b.minutes {
+			key := s.keys.MinuteWorkspaces(m)
+			cmds = append(cmds,
+				s.c.B().Sadd().Key(key).Member(wss...).Build(),
+				s.c.B().Expireat().Key(key).Timestamp(s.win.ExpireAt(m)).Build())
+		}
+		for _, r := range s.c.DoMulti(ctx, cmds...) {
+			if err := r.Error(); err != nil {
+				return fmt.Errorf("store.apply: workspace index: %w", err)
+			}
+		}
+		b.indexDone = true
+	}
+	if err := s.applyCalls(ctx, b); err != nil {
+		return err
+	}
+	if err := s.recountOverlaps(ctx, b); err != nil {
+		return err
+	}
+	if !b.dirtyDone {
+		ids := make([]string, len(b.index))
+		for i, e := range b.index {
+			ids[i] = e.ID
+		}
+		if err := s.c.Do(ctx, s.c.B().Sadd().Key(s.keys.Dirty()).Member(ids...).Build()).Error(); err != nil {
+			return fmt.Errorf("store.apply: dirty set: %w", err)
+		}
+		b.dirtyDone = true
+	}
+	return nil
+}
+
+func (s *Store) applyCalls(ctx context.Context, b *Batch) error {
+	failed, firstErr := par.Errors(len(b.calls), s.opts.ParallelCalls, func(i int) error {
+		if b.done[i] {
+			return nil
+		}
+		if err := b.calls[i].exec(ctx, s.c); err != nil {
+			return err
+		}
+		b.done[i] = true // each i is its own element: no lock needed
+		return nil
+	})
+	if firstErr != nil {
+		return fmt.Errorf("store.apply: %d of %d calls failed: %w", failed, len(b.calls), firstErr)
+	}
+	return nil
+}
+
+// recountRounds bounds the rounds of recounted groups: each round can only
+// meet a fence moved in between by another writer (a worker that lost the
+// partition and has not noticed yet).
+const recountRounds = 4
+
+// recountOverlaps sends again, recounted after their fence, the groups that
+// straddled it (workspaces' and global shards'), until none does.
+func (s *Store) recountOverlaps(ctx context.Context, b *Batch) error {
+	for round := 0; ; round++ {
+		var redo []overlap
+		var redoGlobal []globalOverlap
+		for i, c := range b.calls {
+			if !b.done[i] {
+				continue
+			}
+			switch fc := c.(type) {
+			case *ingestCall:
+				b.Skipped += fc.skipped
+				redo = append(redo, fc.overlaps...)
+				fc.skipped, fc.overlaps = 0, nil // counted once
+			case *globalCall:
+				// The global view's skips are not added to Skipped: the same
+				// events were counted (or skipped) by the workspaces' calls.
+				redoGlobal = append(redoGlobal, fc.overlaps...)
+				fc.overlaps = nil
+			}
+		}
+		if len(redo)+len(redoGlobal) == 0 {
+			return nil
+		}
+		if round == recountRounds {
+			return fmt.Errorf("store.apply: %d groups still straddle their fence after %d recounts", len(redo)+len(redoGlobal), recountRounds)
+		}
+		// The groups of one batch usually share their fence (the batch that
+		// moved it), so each part is recounted once per fence.
+		type recountKey struct {
+			part  int
+			fence int64
+		}
+		recounts := map[recountKey]Counts{}
+		recount := func(part int, fence int64) Counts {
+			k := recountKey{part, fence}
+			if c, ok := recounts[k]; ok {
+				return c
+			}
+			c := b.parts[part].Recount(fence)
+			recounts[k] = c
+			return c
+		}
+		var calls []call
+		ic := s.newIngestCalls()
+		for _, o := range redo {
+			p := b.parts[o.group.part]
+			if p.Recount == nil {
+				return fmt.Errorf("store.apply: %w: workspace %q straddles its fence but its part cannot recount", ErrBadReply, o.group.ws)
+			}
+			src := Source{Name: p.Source.Name, First: o.fence + 1, Last: p.Source.Last}
+			ic.group(o.group, src, recount(o.group.part, o.fence)[o.group.ws])
+			b.Recounted++
+		}
+		calls = append(calls, ic.calls...)
+		for _, o := range redoGlobal {
+			p := b.parts[o.part]
+			if p.Recount == nil {
+				return fmt.Errorf("store.apply: %w: global shard %d straddles its fence but its part cannot recount", ErrBadReply, o.shard)
+			}
+			src := Source{Name: p.Source.Name, First: o.fence + 1, Last: p.Source.Last}
+			gc := s.newGlobalCalls(o.shard)
+			if byMinute := s.byShard(recount(o.part, o.fence))[o.shard]; len(byMinute) > 0 {
+				gc.group(o.part, src, byMinute)
+			}
+			calls = append(calls, gc.calls...)
+		}
+		b.calls = append(b.calls, calls...)
+		b.done = append(b.done, make([]bool, len(calls))...)
+		if err := s.applyCalls(ctx, b); err != nil {
+			return err
+		}
+	}
+}
