@@ -3,10 +3,10 @@ package cli
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/urfave/cli/v2"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/topk-dev/topk/pkg/ingest"
 	"github.com/topk-dev/topk/pkg/metrics"
@@ -106,23 +106,12 @@ func channelSink(c *cli.Context, st *store.Store) func() (ingest.Sink, error) {
 // runWorkers runs the workers until ctx ends, logging their totals every
 // 10 s. It returns the first error that stopped a worker.
 func runWorkers(ctx context.Context, workers []*ingest.Worker, log *slog.Logger) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		wg       sync.WaitGroup
-		once     sync.Once
-		firstErr error
-	)
+	g, gctx := errgroup.WithContext(ctx)
 	for _, w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := w.Run(ctx); err != nil {
-				once.Do(func() { firstErr = err })
-				cancel()
-			}
-		}()
+		g.Go(func() error { return w.Run(gctx) })
 	}
+	ctx, cancel := context.WithCancel(gctx)
+	defer cancel()
 	go func() {
 		t := time.NewTicker(10 * time.Second)
 		defer t.Stop()
@@ -136,9 +125,8 @@ func runWorkers(ctx context.Context, workers []*ingest.Worker, log *slog.Logger)
 			}
 		}
 	}()
-	wg.Wait()
-	if firstErr != nil {
-		return cli.Exit(firstErr.Error(), exitFailure)
+	if err := g.Wait(); err != nil {
+		return cli.Exit(err.Error(), exitFailure)
 	}
 	return nil
 }

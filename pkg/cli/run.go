@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/urfave/cli/v2"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/topk-dev/topk/lua"
 	"github.com/topk-dev/topk/pkg/devenv"
@@ -163,19 +163,12 @@ func runAll(c *cli.Context, env *Env) error {
 	}
 	fmt.Fprintf(env.Out, "query it from another shell: topk get %s --workspace %s\n\n", target, gen.WorkspaceName(0))
 	var produced loadgen.Progress
-	var wg sync.WaitGroup
-	errs := make(chan error, 6)
-	goRun := func(fn func() error) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := fn(); err != nil {
-				errs <- err
-			}
-		}()
-	}
-	runCtx, stop := context.WithCancel(ctx)
+	// One group for the workers, the scheduler, the producer and the
+	// rest: the first to fail ends them all (runCtx is the group's).
+	stopCtx, stop := context.WithCancel(ctx)
 	defer stop()
+	g, runCtx := errgroup.WithContext(stopCtx)
+	goRun := g.Go
 	goRun(func() error { return runWorkers(runCtx, workers, log) })
 	goRun(func() error { return sched.Run(runCtx) })
 	if act != nil {
@@ -199,22 +192,20 @@ func runAll(c *cli.Context, env *Env) error {
 	d := display{env: env, st: st, workspaces: show, rows: c.Int("rows"), clear: progress.IsTerminal(env.Out), started: time.Now(), activity: act, page: page}
 	t := time.NewTicker(c.Duration("every"))
 	defer t.Stop()
-	var runErr error
 loop:
 	for {
 		select {
-		case <-ctx.Done():
-			break loop
-		case runErr = <-errs:
+		case <-runCtx.Done(): // interrupted, or one of the group failed
 			break loop
 		case <-t.C:
 			d.print(ctx, &produced, workers)
 		}
 	}
 	stop()
-	wg.Wait()
-	if runErr != nil {
-		return cli.Exit(runErr.Error(), exitFailure)
+	// What the group returns after an interrupt is the shutdown's, not a
+	// failure.
+	if err := g.Wait(); err != nil && ctx.Err() == nil {
+		return cli.Exit(err.Error(), exitFailure)
 	}
 	fmt.Fprintf(env.Out, "stopped after %s: %d events produced\n", time.Since(d.started).Round(time.Second), produced.Acked.Load())
 	return nil
