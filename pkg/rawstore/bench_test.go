@@ -8,8 +8,8 @@ import (
 )
 
 // BenchmarkWrite measures Write with 10,000-event batches (1,000 users, one
-// day, a third with coordinates, a third with metadata) for each insert
-// method, and a replay of already stored batches (every row a conflict).
+// day, a third with coordinates, a third with metadata), and a replay of
+// already stored batches (every row a conflict).
 // It reports events/s. Run:
 //
 //	go test -run '^$' -bench BenchmarkWrite -benchtime 20x ./pkg/rawstore
@@ -17,18 +17,14 @@ func BenchmarkWrite(b *testing.B) {
 	const batch = 10_000
 	for _, c := range []struct {
 		name   string
-		method insertMethod
 		replay bool
 	}{
-		{"unnest", insertUnnest, false},
-		{"copy", insertCopy, false},
-		{"values", insertValues, false},
-		{"unnest-replay", insertUnnest, true},
+		{"copy", false},
+		{"copy-replay", true},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			ctx := context.Background()
 			s := openStore(b, newDB(b))
-			s.insert = c.method
 			events := make([]Event, batch)
 			for i := range events {
 				e := ev(fmt.Sprintf("user-%d", i%1000), base.Add(time.Duration(i)*time.Millisecond), int32(i%8), 0)

@@ -90,7 +90,6 @@ type Options struct {
 type Postgres struct {
 	pool      *pgxpool.Pool
 	precreate int
-	insert    insertMethod
 
 	mu   sync.Mutex
 	days map[int64]bool // unix days whose partition is known to exist
@@ -119,7 +118,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Postgres, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rawstore.Open: %w", err)
 	}
-	s := &Postgres{pool: pool, precreate: opts.PrecreateDays, insert: insertCopy, days: map[int64]bool{}}
+	s := &Postgres{pool: pool, precreate: opts.PrecreateDays, days: map[int64]bool{}}
 	if s.precreate <= 0 {
 		s.precreate = defaultPrecreateDays
 	}
@@ -267,7 +266,7 @@ func (s *Postgres) Write(ctx context.Context, events []Event) error {
 		if err := s.ensureDays(ctx, days); err != nil {
 			return wrapErr("rawstore.Write", err)
 		}
-		err := s.insert(ctx, s.pool, events)
+		err := insertCopy(ctx, s.pool, events)
 		if err == nil {
 			return nil
 		}
@@ -282,9 +281,10 @@ func (s *Postgres) Write(ctx context.Context, events []Event) error {
 	}
 }
 
-// insertMethod writes a batch. Three were measured with 10,000-event batches
-// (BenchmarkWrite, -benchtime 20x -count 3, PostgreSQL 15 with fsync off, on
-// 2 cores shared with other work), in events/s:
+// insert writes a batch with insertCopy. Three ways were measured with
+// 10,000-event batches (BenchmarkWrite, -benchtime 20x -count 3,
+// PostgreSQL 15 with fsync off, on 2 cores shared with other work), in
+// events/s:
 //
 //	                                          load 2      load 6
 //	COPY to a temp table + INSERT ... SELECT   81-89K      43-76K
@@ -292,44 +292,9 @@ func (s *Postgres) Write(ctx context.Context, events []Event) error {
 //	multi-row INSERT ... VALUES (6,000 rows)   36-60K      31-49K
 //
 // COPY was fastest on the quieter machine and unnest close behind; VALUES was
-// last in both. The store uses insertCopy. A replayed batch (every row a
-// conflict) goes at 120-190K events/s.
-type insertMethod func(ctx context.Context, pool *pgxpool.Pool, events []Event) error
-
+// last in both, so only COPY is kept (the others are in the history of this
+// file). A replayed batch (every row a conflict) goes at 120-190K events/s.
 const insertColumns = "user_id, ts, topic, kafka_partition, kafka_offset, event_id, type, lat, lng, metadata"
-
-// insertUnnest sends the batch as ten arrays in one INSERT ... SELECT FROM
-// unnest(...): one round trip, one statement (no 65535-parameter limit),
-// binary-encoded arrays, a plan prepared once per connection.
-func insertUnnest(ctx context.Context, pool *pgxpool.Pool, events []Event) error {
-	n := len(events)
-	users, topics, types := make([]string, n), make([]string, n), make([]string, n)
-	ts := make([]time.Time, n)
-	parts, offs := make([]int32, n), make([]int64, n)
-	ids, metas := make([]*string, n), make([]*string, n)
-	lats, lngs := make([]*float64, n), make([]*float64, n)
-	for i := range events {
-		e := &events[i]
-		users[i], ts[i], topics[i], parts[i], offs[i] = e.UserID, e.TS, e.Topic, e.Partition, e.Offset
-		types[i], lats[i], lngs[i] = e.Type, e.Lat, e.Lng
-		if e.EventID != "" {
-			ids[i] = &e.EventID
-		}
-		if len(e.Metadata) > 0 {
-			m := string(e.Metadata)
-			metas[i] = &m
-		}
-	}
-	_, err := pool.Exec(ctx, `
-INSERT INTO `+tableName+` (`+insertColumns+`)
-SELECT u, t, tp, p, o, id, ty, la, ln, m::json
-FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::int4[], $5::int8[],
-            $6::text[], $7::text[], $8::float8[], $9::float8[], $10::text[])
-     AS b(u, t, tp, p, o, id, ty, la, ln, m)
-ON CONFLICT DO NOTHING`,
-		users, ts, topics, parts, offs, ids, types, lats, lngs, metas)
-	return err
-}
 
 // insertCopy streams the batch with COPY into a temporary table, then moves
 // it with INSERT ... SELECT ... ON CONFLICT DO NOTHING (COPY itself cannot
@@ -360,44 +325,6 @@ func insertCopy(ctx context.Context, pool *pgxpool.Pool, events []Event) error {
 		_, err := tx.Exec(ctx, `INSERT INTO `+tableName+` (`+insertColumns+`)
 SELECT `+insertColumns+` FROM raw_events_load ON CONFLICT DO NOTHING`)
 		return err
-	})
-}
-
-// valuesChunk keeps a multi-row INSERT under PostgreSQL's 65535 parameters.
-const valuesChunk = 6000
-
-// insertValues sends multi-row INSERT ... VALUES statements of up to
-// valuesChunk rows (10 parameters each), in one transaction.
-func insertValues(ctx context.Context, pool *pgxpool.Pool, events []Event) error {
-	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		for start := 0; start < len(events); start += valuesChunk {
-			chunk := events[start:min(start+valuesChunk, len(events))]
-			var sql strings.Builder
-			sql.WriteString("INSERT INTO " + tableName + " (" + insertColumns + ") VALUES ")
-			args := make([]any, 0, 10*len(chunk))
-			for i := range chunk {
-				e := &chunk[i]
-				if i > 0 {
-					sql.WriteByte(',')
-				}
-				b := 10 * i
-				fmt.Fprintf(&sql, "($%d,$%d,$%d,$%d,$%d,$%d,$%d,$%d,$%d,$%d::json)", b+1, b+2, b+3, b+4, b+5, b+6, b+7, b+8, b+9, b+10)
-				var id, meta *string
-				if e.EventID != "" {
-					id = &e.EventID
-				}
-				if len(e.Metadata) > 0 {
-					m := string(e.Metadata)
-					meta = &m
-				}
-				args = append(args, e.UserID, e.TS, e.Topic, e.Partition, e.Offset, id, e.Type, e.Lat, e.Lng, meta)
-			}
-			sql.WriteString(" ON CONFLICT DO NOTHING")
-			if _, err := tx.Exec(ctx, sql.String(), args...); err != nil {
-				return err
-			}
-		}
-		return nil
 	})
 }
 

@@ -307,42 +307,36 @@ func TestListStableUnderConcurrentWrites(t *testing.T) {
 }
 
 // TestWriteIdempotent: replaying a batch, a batch overlapping a stored one
-// and a batch repeating an event inside itself store each event once, with
-// every insert method.
+// and a batch repeating an event inside itself store each event once.
 func TestWriteIdempotent(t *testing.T) {
 	t.Parallel()
-	for name, m := range map[string]insertMethod{"unnest": insertUnnest, "copy": insertCopy, "values": insertValues} {
-		t.Run(name, func(t *testing.T) {
-			ctx := context.Background()
-			s := openStore(t, newDB(t))
-			s.insert = m
-			var b []Event
-			for i := 0; i < 50; i++ {
-				e := ev("u", base.Add(time.Duration(i)*time.Hour), 0, int64(i)) // crosses 3 days
-				e.Metadata = []byte(`{"i":` + fmt.Sprint(i) + `}`)
-				b = append(b, e)
-			}
-			for _, batch := range [][]Event{
-				b[:30],
-				b[:30],                    // replay
-				b[20:],                    // overlap
-				append(b[:5:5], b[:5]...), // duplicates inside one batch
-				append(b[40:], b[:10]...), // replay in another order
-			} {
-				if err := s.Write(ctx, batch); err != nil {
-					t.Fatal(err)
-				}
-			}
-			got, _ := listAll(t, s, "u", base.Add(-time.Hour), base.Add(100*time.Hour), MaxLimit)
-			if len(got) != len(b) {
-				t.Fatalf("stored %d events, want %d", len(got), len(b))
-			}
-			checkOrder(t, got)
-			var n int
-			if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM raw_events").Scan(&n); err != nil || n != len(b) {
-				t.Fatalf("table holds %d rows (err %v), want %d", n, err, len(b))
-			}
-		})
+	ctx := context.Background()
+	s := openStore(t, newDB(t))
+	var b []Event
+	for i := 0; i < 50; i++ {
+		e := ev("u", base.Add(time.Duration(i)*time.Hour), 0, int64(i)) // crosses 3 days
+		e.Metadata = []byte(`{"i":` + fmt.Sprint(i) + `}`)
+		b = append(b, e)
+	}
+	for _, batch := range [][]Event{
+		b[:30],
+		b[:30],                    // replay
+		b[20:],                    // overlap
+		append(b[:5:5], b[:5]...), // duplicates inside one batch
+		append(b[40:], b[:10]...), // replay in another order
+	} {
+		if err := s.Write(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, _ := listAll(t, s, "u", base.Add(-time.Hour), base.Add(100*time.Hour), MaxLimit)
+	if len(got) != len(b) {
+		t.Fatalf("stored %d events, want %d", len(got), len(b))
+	}
+	checkOrder(t, got)
+	var n int
+	if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM raw_events").Scan(&n); err != nil || n != len(b) {
+		t.Fatalf("table holds %d rows (err %v), want %d", n, err, len(b))
 	}
 }
 
