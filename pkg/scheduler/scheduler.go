@@ -353,15 +353,50 @@ func (s *Scheduler) Tick(ctx context.Context) (TickStats, error) {
 func (s *Scheduler) TickHour(ctx context.Context) (TickStats, error) {
 	began := time.Now()
 	now := s.p.Clock()
+	ids, err := s.hourWorkspaces(ctx, now)
+	if err != nil {
+		return TickStats{}, fmt.Errorf("scheduler.tick: %w", err)
+	}
+	if err := s.refreshHour(ctx, ids, now); err != nil {
+		return TickStats{}, fmt.Errorf("scheduler.tick: %w", err)
+	}
+	forgotten, err := s.forgetIdle(ctx, now)
+	if err != nil {
+		return TickStats{}, fmt.Errorf("scheduler.tick: %w", err)
+	}
+	if err := s.global.Refresh(ctx, now, s.p.K); err != nil {
+		return TickStats{}, fmt.Errorf("scheduler.tick: %w", err)
+	}
+	closed, err := s.rollup(ctx, now)
+	if err != nil {
+		return TickStats{}, fmt.Errorf("scheduler.tick: %w", err)
+	}
+	return TickStats{Refreshed: len(ids), Forgotten: forgotten, Closed: closed, Took: time.Since(began)}, nil
+}
+
+// hourWorkspaces returns the workspaces whose hour ranking may have changed
+// since the last tick: those a failed tick left pending, those with a bucket
+// that left the window (every recently active one on a first tick or after
+// a clock jump), and the dirty set. It collects them into s.pending, so that
+// a tick failing after this keeps them for the next.
+func (s *Scheduler) hourWorkspaces(ctx context.Context, now time.Time) ([]string, error) {
+	todo := s.pending
+	if err := s.addLeftWindow(ctx, now, todo); err != nil {
+		return nil, err
+	}
+	if err := s.addDirty(ctx, todo); err != nil {
+		return nil, err
+	}
+	return slices.Collect(maps.Keys(todo)), nil
+}
+
+// addLeftWindow adds to todo the workspaces that had a bucket in a minute
+// that left the window since the last tick; on the first tick, or after the
+// clock moved back or by a whole window, every workspace that may still
+// have a cached hour.
+func (s *Scheduler) addLeftWindow(ctx context.Context, now time.Time, todo map[string]struct{}) error {
 	win := s.p.Store.Window()
 	minute := window.Minute(now)
-
-	todo := s.pending
-	add := func(ids []string) {
-		for _, id := range ids {
-			todo[id] = struct{}{}
-		}
-	}
 	if s.lastMinute == 0 || minute-s.lastMinute >= win.Minutes || minute < s.lastMinute {
 		// A cached hour lives for the window plus the grace after its last
 		// refresh, which came at the latest when the workspace's last bucket
@@ -369,36 +404,52 @@ func (s *Scheduler) TickHour(ctx context.Context) (TickStats, error) {
 		// (twice that, for a margin).
 		active, err := s.p.Store.ActiveSince(ctx, win.First(now)-2*int64((win.Span()+win.Grace)/time.Minute))
 		if err != nil {
-			return TickStats{}, fmt.Errorf("scheduler.tick: %w", err)
+			return err
 		}
 		for _, a := range active {
 			todo[a.ID] = struct{}{}
 		}
-	} else {
-		// Moving from minute L to M, the buckets of minutes L-W+1 .. M-W
-		// left the window.
-		for m := s.lastMinute - win.Minutes + 1; m <= minute-win.Minutes; m++ {
-			ids, err := s.p.Store.MinuteWorkspaces(ctx, m)
-			if err != nil {
-				return TickStats{}, fmt.Errorf("scheduler.tick: %w", err)
-			}
-			add(ids)
-		}
+		return nil
 	}
+	// Moving from minute L to M, the buckets of minutes L-W+1 .. M-W
+	// left the window.
+	for m := s.lastMinute - win.Minutes + 1; m <= minute-win.Minutes; m++ {
+		ids, err := s.p.Store.MinuteWorkspaces(ctx, m)
+		if err != nil {
+			return err
+		}
+		addIDs(todo, ids)
+	}
+	return nil
+}
+
+// addDirty empties the dirty set into todo, dirtyBatch at a time.
+func (s *Scheduler) addDirty(ctx context.Context, todo map[string]struct{}) error {
 	for {
 		ids, err := s.p.Store.PopDirty(ctx, dirtyBatch)
-		add(ids) // keep what was popped even if a later step fails
+		addIDs(todo, ids) // keep what was popped even if a later step fails
 		if err != nil {
-			return TickStats{}, fmt.Errorf("scheduler.tick: %w", err)
+			return err
 		}
 		if len(ids) < dirtyBatch {
-			break
+			return nil
 		}
 	}
+}
 
-	ids := slices.Collect(maps.Keys(todo))
+// addIDs adds ids to set.
+func addIDs(set map[string]struct{}, ids []string) {
+	for _, id := range ids {
+		set[id] = struct{}{}
+	}
+}
+
+// refreshHour refreshes the hour rankings of ids at now, marks them changed
+// for the long windows (TickLong), clears the pending set and records the
+// hour window's pass (its beat).
+func (s *Scheduler) refreshHour(ctx context.Context, ids []string, now time.Time) error {
 	if err := s.p.Refresh(ctx, ids, now, s.p.K); err != nil {
-		return TickStats{}, fmt.Errorf("scheduler.tick: %w", err)
+		return err
 	}
 	s.mu.Lock()
 	for _, l := range s.long {
@@ -411,23 +462,18 @@ func (s *Scheduler) TickHour(ctx context.Context) (TickStats, error) {
 	}
 	s.mu.Unlock()
 	s.pending = map[string]struct{}{}
-	s.lastMinute = minute
+	s.lastMinute = window.Minute(now)
 	if err := s.p.Store.Beat(ctx, keys.Window1h, now); err != nil {
-		return TickStats{}, fmt.Errorf("scheduler.tick: %w", err)
+		return err
 	}
 	s.passes[keys.Window1h].Store(now.UnixNano())
-	forgotten, err := s.p.Store.ForgetBefore(ctx, minute-int64(s.p.Store.RollupOptions().DayRetention/time.Minute))
-	if err != nil {
-		return TickStats{}, fmt.Errorf("scheduler.tick: %w", err)
-	}
-	if err := s.global.Refresh(ctx, now, s.p.K); err != nil {
-		return TickStats{}, fmt.Errorf("scheduler.tick: %w", err)
-	}
-	closed, err := s.rollup(ctx, now)
-	if err != nil {
-		return TickStats{}, fmt.Errorf("scheduler.tick: %w", err)
-	}
-	return TickStats{Refreshed: len(ids), Forgotten: forgotten, Closed: closed, Took: time.Since(began)}, nil
+	return nil
+}
+
+// forgetIdle removes from the workspace index the workspaces idle for longer
+// than the day buckets' retention, and returns how many.
+func (s *Scheduler) forgetIdle(ctx context.Context, now time.Time) (int, error) {
+	return s.p.Store.ForgetBefore(ctx, window.Minute(now)-int64(s.p.Store.RollupOptions().DayRetention/time.Minute))
 }
 
 // rollup rolls up the minutes whose allowed lateness has passed since the
