@@ -62,6 +62,8 @@ func (p *failoverProducer) produce(t *testing.T, recs int, ws, ch func(i int) st
 	var batch []*kgo.Record
 	var evs []events.Event
 	now := time.Now().UnixMilli()
+	p.mu.Lock() // seq: the marker is produced beside run's batches
+	defer p.mu.Unlock()
 	for range recs {
 		p.seq++
 		ev := events.Event{EventID: "e-" + strconv.Itoa(p.seq), WorkspaceID: ws(p.seq), ChannelID: ch(p.seq), Type: "message", TS: now}
@@ -77,8 +79,6 @@ func (p *failoverProducer) produce(t *testing.T, recs int, ws, ch func(i int) st
 		t.Errorf("produce: %v", err)
 		return
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	for _, ev := range evs {
 		if p.truth[ev.WorkspaceID] == nil {
 			p.truth[ev.WorkspaceID] = map[string]int64{}
@@ -239,6 +239,8 @@ func runFailover(t *testing.T, guard string) failoverResult {
 
 	waitFor(t, "every record committed", func() (bool, string) {
 		n := committed(t, kc.ListenAddrs(), "topk-ingest")
+		p.mu.Lock()
+		defer p.mu.Unlock()
 		return n == p.n, fmt.Sprintf("%d of %d committed", n, p.n)
 	}, ingest, sched, serve)
 	res.produced = p.n
@@ -333,4 +335,29 @@ func TestSentinelFailover(t *testing.T) {
 			t.Errorf("without the guard: %d double-counted, want 0 (only losses are expected)", r.double)
 		}
 	})
+}
+
+// TestSentinelFlags: --redis with --redis-sentinels, a master name without
+// sentinels or the reverse, and a bad --min-replicas-acked are usage
+// errors (exit 2), said in one line, before anything is dialled.
+func TestSentinelFlags(t *testing.T) {
+	r := testenv.Redis(t) // ingest's guard comes after its store
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"get", "--workspace", "w", "--redis", "127.0.0.1:1", "--redis-sentinels", "127.0.0.1:2", "--redis-master-name", "m"}, "not both"},
+		{[]string{"get", "--workspace", "w", "--redis-master-name", "m"}, "--redis-master-name needs --redis-sentinels"},
+		{[]string{"doctor", "--redis-sentinels", "127.0.0.1:2"}, "--redis-sentinels needs --redis-master-name"},
+		{[]string{"ingest", "--min-replicas-acked", "two"}, "bad --min-replicas-acked"},
+	} {
+		args := tc.args
+		if tc.args[0] == "ingest" {
+			args = append(args, "--redis", r.Addr(), "--brokers", "127.0.0.1:1")
+		}
+		_, errOut, err := runCLI(t, args...)
+		if code := exitCode(t, err); code != 2 || !strings.Contains(err.Error()+errOut, tc.want) {
+			t.Errorf("topk %s: exit %d, %v; want 2 and %q", strings.Join(args, " "), code, err, tc.want)
+		}
+	}
 }
