@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"github.com/topk-dev/topk/pkg/api"
 	"github.com/topk-dev/topk/pkg/internal/testenv"
@@ -96,9 +97,26 @@ type pageRow struct {
 	// and Points its number of points.
 	Spark  string `json:"spark"`
 	Points int    `json:"points"`
+	// Move is the rank movement since the previous poll in words ("up 2",
+	// "down 1", "new", "unchanged", "" on a view's first poll), MoveShown
+	// what the row shows of it, and MoveLabel the words it has for a
+	// screen reader.
+	Move      string `json:"move"`
+	MoveShown string `json:"moveShown"`
+	MoveLabel string `json:"moveLabel"`
+	// Growth and Was are a rising row's growth ("+45") and its count and
+	// previous count ("50 in the last hour, 5 the hour before").
+	Growth string `json:"growth"`
+	Was    string `json:"was"`
 }
 
-func (r pageRow) String() string { return r.Rank + " " + r.Name + " " + r.Count }
+// String is "rank name count", or "rank name growth" for a rising row.
+func (r pageRow) String() string {
+	if r.Growth != "" {
+		return r.Rank + " " + r.Name + " " + r.Growth
+	}
+	return r.Rank + " " + r.Name + " " + r.Count
+}
 
 // pagePanel is what a ranking panel of the page shows.
 type pagePanel struct {
@@ -106,7 +124,18 @@ type pagePanel struct {
 	Title  string    `json:"title"`
 	Age    string    `json:"age"`
 	Status string    `json:"status"`
+	Note   string    `json:"note"`
+	Total  string    `json:"total"`
 	Rows   []pageRow `json:"rows"`
+}
+
+// moves is the rank movement of each row, "|"-separated.
+func (p pagePanel) moves() string {
+	var b []string
+	for _, r := range p.Rows {
+		b = append(b, r.Move)
+	}
+	return strings.Join(b, "|")
 }
 
 func (p pagePanel) rows() string {
@@ -125,21 +154,40 @@ const readPanels = `(() => {
       title: el.querySelector(".title").textContent,
       age: el.querySelector(".age").textContent,
       status: el.querySelector(".status").textContent,
+      note: el.querySelector(".note").textContent,
+      total: el.querySelector(".total").textContent,
       rows: Array.from(el.querySelectorAll("li.row")).map((li) => {
         const t = li.querySelector("svg.spark title");
         const line = li.querySelector("svg.spark polyline");
+        const text = (sel) => { const e = li.querySelector(sel); return e ? e.textContent : ""; };
         return {
-          rank: li.querySelector(".rank").textContent,
-          name: li.querySelector(".name").textContent,
-          count: li.querySelector(".count").textContent,
+          rank: text(".rank"),
+          name: text(".name"),
+          count: text(".count"),
+          growth: text(".growth"),
+          was: text(".was"),
+          move: li.dataset.move,
+          moveShown: text(".move [aria-hidden]"),
+          moveLabel: text(".move .sr"),
           spark: t ? t.textContent : "",
           points: line ? line.getAttribute("points").trim().split(/\s+/).length : 0,
         };
       }),
     };
   };
+  const picks = Array.from(document.querySelectorAll("#busiest-panel button.pick"));
+  const a = document.activeElement;
   return {global: panel("global-panel"), workspace: panel("workspace-panel"), url: location.search,
-    overflow: document.documentElement.scrollWidth > window.innerWidth};
+    overflow: document.documentElement.scrollWidth > window.innerWidth,
+    busiest: {
+      hint: document.querySelector("#busiest-panel .hint").textContent,
+      status: document.querySelector("#busiest-panel .status").textContent,
+      picks: picks.map((b) => b.querySelector(".wsid").textContent + " " + b.querySelector(".sum").textContent).join(" | "),
+      current: picks.filter((b) => b.getAttribute("aria-current") === "true").map((b) => b.dataset.ws).join(","),
+    },
+    windowsHidden: document.getElementById("windows").hidden,
+    focus: !a || a === document.body ? "" : a.classList.contains("pick") ? "pick " + a.dataset.ws :
+      a.type === "radio" ? a.name + " " + a.value : a.id || a.tagName.toLowerCase() + " " + a.textContent};
 })()`
 
 type pageState struct {
@@ -148,6 +196,18 @@ type pageState struct {
 	URL       string    `json:"url"`
 	// Overflow is true when the page is wider than the viewport.
 	Overflow bool `json:"overflow"`
+	Busiest  struct {
+		Hint   string `json:"hint"`
+		Status string `json:"status"`
+		// Picks is the list's buttons, "workspace sum | ...", and
+		// Current the one marked aria-current.
+		Picks   string `json:"picks"`
+		Current string `json:"current"`
+	} `json:"busiest"`
+	WindowsHidden bool `json:"windowsHidden"`
+	// Focus names the focused control: "mode top", "window 1h",
+	// "workspace", "button Show", "pick acme"; "" for none.
+	Focus string `json:"focus"`
 }
 
 // waitPage reads the page until ok accepts what it shows, for at most
@@ -649,4 +709,350 @@ func TestLeaderboardPageBidi(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("screenshot: %s", path)
+}
+
+// screenshot leaves the page, at a viewport width wide (CSS px), as name
+// in the artifact directory, and fails the test if the page is wider
+// than the viewport there.
+func screenshot(t *testing.T, ctx context.Context, name string, wide int64) {
+	t.Helper()
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(wide, 800)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // one layout and paint at the new width
+	s, _ := waitPage(t, ctx, "the page at the new width", time.Second, func(pageState) bool { return true })
+	if s.Overflow {
+		t.Errorf("%s: the page is wider than the %d px viewport (it scrolls sideways)", name, wide)
+	}
+	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	path := filepath.Join(artifactDir(t), name)
+	if err := os.WriteFile(path, shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot (%d CSS px wide): %s", wide, path)
+}
+
+// press sends keys (kb.Tab, kb.Enter, " ", kb.ArrowRight) to the focused
+// element of the page.
+func press(t *testing.T, ctx context.Context, keys ...string) {
+	t.Helper()
+	for _, k := range keys {
+		if err := chromedp.Do(ctx, chromedp.KeyEvent(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestLeaderboardPageBusiest: the busiest-workspaces list sums the global
+// ranking by workspace (gamma's one channel outranks beta's top one, but
+// beta's two channels do not outsum acme's three), decodes the escaped
+// workspace of a global id ("a/b%c" is "a%2Fb%25c"), and a pick, by
+// click or by keyboard (Tab to it, Enter or Space), shows that
+// workspace's ranking. Tab goes through the controls in order; the
+// keyboard also switches to the rising view, whose window selector is
+// hidden and out of the Tab order. Screenshots leaderboard-1280.png and
+// leaderboard-360.png.
+func TestLeaderboardPageBusiest(t *testing.T) {
+	chrome := chromiumPath(t)
+	r := testenv.Redis(t)
+	st := store.New(testenv.Client(t, r.Addr()), keys.New(""), productWindow, store.Options{})
+	ctx := context.Background()
+	now := time.Now()
+	m := window.Minute(now)
+	counts := store.Counts{}
+	for ch, n := range map[string]int64{"general": 50, "random": 30, "design": 12} {
+		counts.Add("acme", m-int64(n%7), ch, n)
+	}
+	counts.Add("beta", m-3, "ops", 60)
+	counts.Add("beta", m-1, "alerts", 5)
+	counts.Add("gamma", m-2, "main", 70)
+	counts.Add("a/b%c", m, "x", 20)
+	if err := st.Apply(ctx, st.Prepare(counts)); err != nil {
+		t.Fatal(err)
+	}
+	tick(t, st, now, 0, nil)
+	if err := st.RefreshGlobal(ctx, now, 100); err != nil { // the global rising ranking too
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(serveMux(st, api.DefaultCacheFor))
+	t.Cleanup(srv.Close)
+	bctx := browser(t, chrome, 60*time.Second, func(string, string) bool { return false })
+	if err := chromedp.Do(bctx,
+		chromedp.EmulateViewport(1280, 800),
+		chromedp.Navigate(srv.URL+"/"),
+	); err != nil {
+		t.Fatalf("chromium (%s) could not load the page: %v", chrome, err)
+	}
+
+	const wantPicks = "acme 92 | gamma 70 | beta 65 | a/b%c 20"
+	s, _ := waitPage(t, bctx, "the busiest workspaces", 10*time.Second, func(s pageState) bool {
+		return s.Busiest.Picks == wantPicks && len(s.Global.Rows) == 7
+	})
+	if !strings.Contains(s.Busiest.Hint, "global top 1000") || !strings.Contains(s.Busiest.Hint, "7 channels listed") {
+		t.Errorf("busiest list's hint %q: want it to say it sums the global top 1000 (7 channels listed)", s.Busiest.Hint)
+	}
+	if !s.Workspace.Hidden || s.Busiest.Current != "" {
+		t.Errorf("no workspace asked for: workspace panel hidden %v, current pick %q", s.Workspace.Hidden, s.Busiest.Current)
+	}
+	if want := "Sum of the 7 listed: 247 events in the 1h window."; s.Global.Total != want {
+		t.Errorf("global total %q, want %q", s.Global.Total, want)
+	}
+
+	// Clicks: beta, then the workspace whose global ids are escaped.
+	if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS(`button.pick[data-ws="beta"]`))); err != nil {
+		t.Fatal(err)
+	}
+	waitPage(t, bctx, "beta picked with a click", 5*time.Second, func(s pageState) bool {
+		return s.Workspace.rows() == "1 ops 60 | 2 alerts 5" && strings.Contains(s.URL, "workspace=beta") && s.Busiest.Current == "beta" &&
+			s.Workspace.Total == "Sum of the 2 listed: 65 events in the 1h window."
+	})
+	if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS(`button.pick[data-ws="a/b%c"]`))); err != nil {
+		t.Fatal(err)
+	}
+	waitPage(t, bctx, "a/b%c picked with a click", 5*time.Second, func(s pageState) bool {
+		return s.Workspace.rows() == "1 x 20" && s.Workspace.Title == "Workspace a/b%c · 1h" && strings.Contains(s.URL, "workspace=a%2Fb%25c")
+	})
+	if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS(`button.pick[data-ws="acme"]`))); err != nil {
+		t.Fatal(err)
+	}
+	waitPage(t, bctx, "acme picked with a click", 5*time.Second, func(s pageState) bool {
+		return s.Workspace.rows() == "1 general 50 | 2 random 30 | 3 design 12"
+	})
+	screenshot(t, bctx, "leaderboard-1280.png", 1280)
+	screenshot(t, bctx, "leaderboard-360.png", 360)
+
+	// The keyboard, from a fresh load: Tab visits the mode switch, the
+	// window selector, the field, its button, then the list; Enter on a
+	// pick shows it.
+	if err := chromedp.Do(bctx, chromedp.EmulateViewport(1280, 800), chromedp.Navigate(srv.URL+"/")); err != nil {
+		t.Fatal(err)
+	}
+	waitPage(t, bctx, "the list after the reload", 10*time.Second, func(s pageState) bool { return s.Busiest.Picks == wantPicks })
+	var order []string
+	for range 6 {
+		press(t, bctx, kb.Tab)
+		s, _ := waitPage(t, bctx, "the focus", time.Second, func(pageState) bool { return true })
+		order = append(order, s.Focus)
+	}
+	if want := []string{"mode top", "window 1h", "workspace", "button Show", "pick acme", "pick gamma"}; !slices.Equal(order, want) {
+		t.Errorf("Tab visits %q, want %q", order, want)
+	}
+	press(t, bctx, kb.Enter)
+	waitPage(t, bctx, "gamma picked with Enter", 5*time.Second, func(s pageState) bool {
+		return s.Workspace.rows() == "1 main 70" && s.Busiest.Current == "gamma" && strings.Contains(s.URL, "workspace=gamma")
+	})
+	// A poll rebuilds the list: the focus stays on the same workspace.
+	time.Sleep(pageRefresh + time.Second)
+	if s, _ := waitPage(t, bctx, "the focus after a poll", time.Second, func(pageState) bool { return true }); s.Focus != "pick gamma" {
+		t.Errorf("after a poll the focus is on %q, want pick gamma", s.Focus)
+	}
+
+	// Again from a fresh load: the arrow key switches the mode to rising,
+	// which takes the window selector out of the Tab order; Space on a
+	// pick shows that workspace's rising channels.
+	if err := chromedp.Do(bctx, chromedp.Navigate(srv.URL+"/?workspace=gamma")); err != nil {
+		t.Fatal(err)
+	}
+	waitPage(t, bctx, "gamma after the reload", 10*time.Second, func(s pageState) bool { return s.Busiest.Picks == wantPicks })
+	press(t, bctx, kb.Tab, kb.ArrowRight)
+	s, _ = waitPage(t, bctx, "the rising view chosen with the keyboard", 5*time.Second, func(s pageState) bool {
+		return strings.Contains(s.URL, "mode=rising") && s.Workspace.rows() == "1 main +70" && s.Global.Title == "Global · rising, 1h"
+	})
+	if !s.WindowsHidden || s.Focus != "mode rising" {
+		t.Errorf("rising: window selector hidden %v, focus %q; want hidden, on mode rising", s.WindowsHidden, s.Focus)
+	}
+	order = nil
+	for range 3 {
+		press(t, bctx, kb.Tab)
+		s, _ := waitPage(t, bctx, "the focus", time.Second, func(pageState) bool { return true })
+		order = append(order, s.Focus)
+	}
+	if want := []string{"workspace", "button Show", "pick acme"}; !slices.Equal(order, want) {
+		t.Errorf("in the rising view Tab visits %q, want %q", order, want)
+	}
+	press(t, bctx, " ")
+	waitPage(t, bctx, "acme's rising channels picked with Space", 5*time.Second, func(s pageState) bool {
+		return s.Workspace.rows() == "1 general +50 | 2 random +30 | 3 design +12" && s.Busiest.Current == "acme"
+	})
+}
+
+// TestLeaderboardPageMovement: each row says how its rank moved since the
+// previous poll of the same view: nothing on the first, "unchanged" once
+// polled again, then, after new counts, up, down and new, as a symbol and
+// as words (a screen reader's text, not colour alone). The page polls
+// every second here (refresh=1).
+func TestLeaderboardPageMovement(t *testing.T) {
+	chrome := chromiumPath(t)
+	r := testenv.Redis(t)
+	st := store.New(testenv.Client(t, r.Addr()), keys.New(""), productWindow, store.Options{})
+	ctx := context.Background()
+	m := window.Minute(time.Now())
+	counts := store.Counts{}
+	counts.Add("acme", m, "general", 50)
+	counts.Add("acme", m, "random", 30)
+	counts.Add("acme", m, "design", 12)
+	counts.Add("acme", m, "old", 5)
+	if err := st.Apply(ctx, st.Prepare(counts)); err != nil {
+		t.Fatal(err)
+	}
+	tick(t, st, time.Now(), 0, nil)
+	srv := httptest.NewServer(serveMux(st, 0))
+	t.Cleanup(srv.Close)
+	// Without a scheduler pass since, the global rising ranking may not be
+	// computed (a 404 the global panel shows).
+	bctx := browser(t, chrome, 45*time.Second, func(url, text string) bool {
+		return strings.Contains(url, "/v1/top/global?") && strings.Contains(url, "by=growth") && strings.Contains(text, "404")
+	})
+	if err := chromedp.Do(bctx,
+		chromedp.EmulateViewport(360, 800),
+		chromedp.Navigate(srv.URL+"/?workspace=acme&refresh=1"),
+	); err != nil {
+		t.Fatalf("chromium (%s) could not load the page: %v", chrome, err)
+	}
+	s, _ := waitPage(t, bctx, "the first poll", 10*time.Second, func(s pageState) bool {
+		return s.Workspace.rows() == "1 general 50 | 2 random 30 | 3 design 12 | 4 old 5"
+	})
+	if s.Workspace.moves() != "|||" && s.Workspace.moves() != "unchanged|unchanged|unchanged|unchanged" {
+		t.Errorf("first poll's movement %q, want none (or unchanged, if the page polled again already)", s.Workspace.moves())
+	}
+	waitPage(t, bctx, "a second poll", 5*time.Second, func(s pageState) bool {
+		return s.Workspace.moves() == "unchanged|unchanged|unchanged|unchanged" &&
+			s.Global.moves() == "unchanged|unchanged|unchanged|unchanged"
+	})
+
+	more := store.Counts{}
+	more.Add("acme", window.Minute(time.Now()), "design", 100)
+	more.Add("acme", window.Minute(time.Now()), "launch", 40)
+	if err := st.Apply(ctx, st.Prepare(more)); err != nil {
+		t.Fatal(err)
+	}
+	tick(t, st, time.Now(), 0, nil)
+	const wantMoves = "up 2|down 1|new|down 2|down 1"
+	// Both panels change at the same poll, and keep these markers until
+	// the next one, a second later.
+	s, _ = waitPage(t, bctx, "the movement after new counts", 5*time.Second, func(s pageState) bool {
+		return s.Workspace.rows() == "1 design 112 | 2 general 50 | 3 launch 40 | 4 random 30 | 5 old 5" &&
+			s.Workspace.moves() == wantMoves &&
+			strings.HasPrefix(s.Global.rows(), "1 acme/design 112 | 2 acme/general 50") && s.Global.moves() == wantMoves
+	})
+	var shown, words []string
+	for _, row := range s.Workspace.Rows {
+		shown = append(shown, row.MoveShown)
+		words = append(words, row.MoveLabel)
+	}
+	if want := []string{"▲2", "▼1", "new", "▼2", "▼1"}; !slices.Equal(shown, want) {
+		t.Errorf("movement shown %q, want %q", shown, want)
+	}
+	if got := strings.Join(words, "|"); got != wantMoves {
+		t.Errorf("movement's words for a screen reader %q, want %q", got, wantMoves)
+	}
+	if want := "Sum of the 5 listed: 237 events in the 1h window."; s.Workspace.Total != want {
+		t.Errorf("workspace total %q, want %q", s.Workspace.Total, want)
+	}
+	screenshot(t, bctx, "movement-360.png", 360) // most likely still showing them
+
+	// Another view starts over: the rising view's first poll compares
+	// with nothing, even though the same channels rank.
+	if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS(`label:has(input[value="rising"])`))); err != nil {
+		t.Fatal(err)
+	}
+	s, _ = waitPage(t, bctx, "the rising view", 5*time.Second, func(s pageState) bool {
+		return strings.HasPrefix(s.Workspace.rows(), "1 design +112")
+	})
+	if strings.Contains(s.Workspace.moves(), "new") || strings.Contains(s.Workspace.moves(), "up") {
+		t.Errorf("the rising view's movement %q compares with the top view", s.Workspace.moves())
+	}
+}
+
+// TestLeaderboardPageRising: the rising view of a workspace and the
+// global one, counts written over the last two hours: growth, count and
+// previous per row, the rising answer's minimum count, the listed sums;
+// a workspace where nothing grew says so. Screenshots rising-1280.png and
+// rising-360.png.
+func TestLeaderboardPageRising(t *testing.T) {
+	chrome := chromiumPath(t)
+	r := testenv.Redis(t)
+	// Minute buckets live 2 h, so the hour before the window is there.
+	st := store.New(testenv.Client(t, r.Addr()), keys.New(""),
+		window.Window{Minutes: 60, Grace: window.DefaultMinuteRetention - time.Hour}, store.Options{})
+	ctx := context.Background()
+	now := time.Now()
+	first := window.Hour.First(now)
+	c := store.Counts{}
+	// acme: c-up grows 5 -> 50, c-flat stays at 40, c-new is new at 12;
+	// calm's one channel stays at 30.
+	c.Add("acme", first-20, "c-up", 5)
+	c.Add("acme", first+5, "c-up", 50)
+	c.Add("acme", first-20, "c-flat", 40)
+	c.Add("acme", first+5, "c-flat", 40)
+	c.Add("acme", first+6, "c-new", 12)
+	c.Add("calm", first-30, "steady", 30)
+	c.Add("calm", first+30, "steady", 30)
+	if err := st.Apply(ctx, st.Prepare(c)); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Refresh(ctx, []string{"acme", "calm"}, now, 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.RefreshGlobal(ctx, now, 10); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(serveMux(st, api.DefaultCacheFor))
+	t.Cleanup(srv.Close)
+	// No scheduler ran the 24h rollups: back in the top view, the 24h
+	// rankings are 404s (shown in the panels).
+	bctx := browser(t, chrome, 45*time.Second, func(url, text string) bool {
+		return strings.Contains(url, "window=24h") && strings.Contains(text, "404")
+	})
+	if err := chromedp.Do(bctx,
+		chromedp.EmulateViewport(1280, 800),
+		chromedp.Navigate(srv.URL+"/?workspace=acme&mode=rising&window=24h"),
+	); err != nil {
+		t.Fatalf("chromium (%s) could not load the page: %v", chrome, err)
+	}
+	s, _ := waitPage(t, bctx, "the rising rankings", 10*time.Second, func(s pageState) bool {
+		return s.Workspace.rows() == "1 c-up +45 | 2 c-new +12" && strings.HasPrefix(s.Global.rows(), "1 acme/c-up +45") &&
+			len(s.Global.Rows) == 2 && s.Busiest.Picks == "acme 102 | calm 30"
+	})
+	for _, p := range []pagePanel{s.Workspace, s.Global} {
+		was := []string{p.Rows[0].Was, p.Rows[1].Was}
+		if want := []string{"50 in the last hour, 5 the hour before", "12 in the last hour, 0 the hour before"}; !slices.Equal(was, want) {
+			t.Errorf("%s: count and previous %q, want %q", p.Title, was, want)
+		}
+		if !strings.Contains(p.Note, "at least 10 events") {
+			t.Errorf("%s: note %q, want the minimum count", p.Title, p.Note)
+		}
+	}
+	if s.Workspace.Title != "Workspace acme · rising, 1h" || !s.WindowsHidden {
+		t.Errorf("title %q, window selector hidden %v; want the rising hour, hidden", s.Workspace.Title, s.WindowsHidden)
+	}
+	if want := "Sum of the 2 listed: +57 growth; 62 events in the last hour, 5 the hour before."; s.Workspace.Total != want {
+		t.Errorf("rising total %q, want %q", s.Workspace.Total, want)
+	}
+	if !strings.Contains(s.Busiest.Hint, "· 1h") {
+		t.Errorf("busiest list's hint %q: the rising view lists the hour's busiest", s.Busiest.Hint)
+	}
+	screenshot(t, bctx, "rising-1280.png", 1280)
+	screenshot(t, bctx, "rising-360.png", 360)
+
+	if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS(`button.pick[data-ws="calm"]`))); err != nil {
+		t.Fatal(err)
+	}
+	s, _ = waitPage(t, bctx, "a workspace where nothing grew", 5*time.Second, func(s pageState) bool {
+		return s.Workspace.Title == "Workspace calm · rising, 1h" && strings.HasPrefix(s.Workspace.Status, "No channel grew")
+	})
+	if len(s.Workspace.Rows) != 0 || s.Workspace.Total != "" {
+		t.Errorf("nothing grew, yet rows %q, total %q", s.Workspace.rows(), s.Workspace.Total)
+	}
+
+	// Back to the top view: the window chosen before, 24h, applies again.
+	if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS(`label:has(input[value="top"])`))); err != nil {
+		t.Fatal(err)
+	}
+	waitPage(t, bctx, "the top view again", 5*time.Second, func(s pageState) bool {
+		return s.Global.Title == "Global · 24h" && !s.WindowsHidden && !strings.Contains(s.URL, "mode=")
+	})
 }

@@ -1,9 +1,12 @@
 // topk live leaderboard: polls the JSON API (/v1/top, /v1/top/global,
 // /v1/series) of the server that serves this file and renders the rankings
-// with a sparkline per row. Plain JavaScript, no libraries.
+// with a sparkline and a rank movement per row, the busiest workspaces to
+// pick from, and the rising view (by=growth). Plain JavaScript, no libraries.
 //
-// URL parameters: workspace=W (also set from the input), window=1h|24h|7d|30d|all,
-// k=rows per ranking (1..50, default 10), refresh=seconds (default 5).
+// URL parameters: workspace=W (also set from the input and the busiest
+// list), window=1h|24h|7d|30d|all, mode=top|rising (default top), k=rows
+// per ranking and workspaces listed (1..50, default 10), refresh=seconds
+// between polls (0.2..3600, decimals allowed, default 5).
 //
 // API token: a server with API tokens answers the page's fetches only with
 // a token of scope read. The page takes it from the URL fragment
@@ -16,22 +19,35 @@
 
 (function () {
   var WINDOWS = ["1h", "24h", "7d", "30d", "all"];
+  var MODES = ["top", "rising"];
   var MAX_SERIES = 50; // the server's bound on ids per /v1/series request
+  // BUSIEST_K is how much of the global ranking the busiest-workspaces list
+  // sums (the API's largest k): there is no per-workspace total route, so
+  // the list is honest only about the channels of this global top.
+  var BUSIEST_K = 1000;
   var SVG = "http://www.w3.org/2000/svg";
 
   var params = new URLSearchParams(location.search);
   var state = {
     window: WINDOWS.indexOf(params.get("window")) >= 0 ? params.get("window") : "1h",
     workspace: (params.get("workspace") || "").trim(),
+    mode: MODES.indexOf(params.get("mode")) >= 0 ? params.get("mode") : "top",
     k: intParam(params.get("k"), 1, MAX_SERIES, 10),
-    refresh: intParam(params.get("refresh"), 1, 3600, 5),
+    refresh: numParam(params.get("refresh"), 0.2, 3600, 5),
   };
 
   var panels = {
     global: panel(document.getElementById("global-panel")),
     workspace: panel(document.getElementById("workspace-panel")),
   };
+  var busiest = {
+    el: document.getElementById("busiest-panel"),
+    hint: document.querySelector("#busiest-panel .hint"),
+    status: document.querySelector("#busiest-panel .status"),
+    picks: document.querySelector("#busiest-panel .picks"),
+  };
   var form = document.getElementById("controls");
+  var windows = document.getElementById("windows");
   var input = document.getElementById("workspace");
   var timer = 0;
   var generation = 0; // bumped on every refresh: late answers of older ones are dropped
@@ -46,15 +62,24 @@
     return isNaN(n) ? def : Math.min(hi, Math.max(lo, n));
   }
 
+  function numParam(v, lo, hi, def) {
+    var n = parseFloat(v);
+    return isNaN(n) ? def : Math.min(hi, Math.max(lo, n));
+  }
+
   function panel(el) {
     return {
       el: el,
       title: el.querySelector(".title"),
       age: el.querySelector(".age"),
       status: el.querySelector(".status"),
+      note: el.querySelector(".note"),
       rows: el.querySelector(".rows"),
+      total: el.querySelector(".total"),
       result: null, // the last ranking shown
       fetchedAt: 0, // when it was received (ms, local clock)
+      view: "", // the view (viewKey) whose ranks are kept below
+      ranks: null, // id -> rank at the previous poll of that view
     };
   }
 
@@ -127,13 +152,28 @@
     );
   }
 
+  // rankingURL is the ranking a panel shows: by growth over the hour in
+  // the rising mode (the API has it for 1h only), else by events over the
+  // chosen window.
   function rankingURL(which) {
-    var q = new URLSearchParams({ window: state.window, k: String(state.k) });
+    var q = new URLSearchParams({ k: String(state.k) });
+    if (state.mode === "rising") q.set("by", "growth");
+    else q.set("window", state.window);
     if (which === "workspace") {
       q.set("workspace", state.workspace);
       return "/v1/top?" + q;
     }
     return "/v1/top/global?" + q;
+  }
+
+  // busiestWindow is the window the busiest-workspaces list sums: the one
+  // shown, or the hour that the rising view compares.
+  function busiestWindow() {
+    return state.mode === "rising" ? "1h" : state.window;
+  }
+
+  function busiestURL() {
+    return "/v1/top/global?" + new URLSearchParams({ window: busiestWindow(), k: String(BUSIEST_K) });
   }
 
   function seriesURL(which, ids) {
@@ -149,21 +189,35 @@
 
   // --- refresh loop ----------------------------------------------------------
 
+  // refresh polls every view once. In the top mode the global panel shows
+  // the first k items of the ranking the busiest list sums, so that is
+  // one request, not two.
   function refresh() {
     clearTimeout(timer);
     var gen = ++generation;
-    var jobs = [load("global", gen)];
-    if (state.workspace) jobs.push(load("workspace", gen));
+    var top = getJSON(busiestURL());
+    var global = state.mode === "top" ? top.then(firstK) : getJSON(rankingURL("global"));
+    var jobs = [loadBusiest(top, gen), load("global", gen, global)];
+    if (state.workspace) jobs.push(load("workspace", gen, getJSON(rankingURL("workspace"))));
     Promise.all(jobs).then(function () {
       if (gen === generation && !needToken) timer = setTimeout(refresh, state.refresh * 1000);
     });
   }
 
-  // load fetches one ranking, then its rows' series, and renders them.
-  // It never rejects: failures are shown in the panel.
-  function load(which, gen) {
+  // firstK is res cut to the rows a panel shows.
+  function firstK(res) {
+    var items = (res.items || []).slice(0, state.k);
+    return Object.assign({}, res, {
+      items: items,
+      exact: items.every(function (it) { return it.error === 0; }),
+    });
+  }
+
+  // load waits for one ranking, fetches its rows' series, and renders
+  // them. It never rejects: failures are shown in the panel.
+  function load(which, gen, ranking) {
     var p = panels[which];
-    return getJSON(rankingURL(which))
+    return ranking
       .then(function (res) {
         var items = (res.items || []).slice(0, MAX_SERIES);
         if (!items.length) return [res, null];
@@ -188,21 +242,101 @@
   // --- rendering ---------------------------------------------------------
 
   function render(p, which, res, series) {
+    var before = trackRanks(p, which, res.items);
     p.result = res;
     p.fetchedAt = Date.now();
     p.el.classList.remove("failed");
-    p.status.textContent = res.items.length ? "" : "No activity in the " + res.window + " window.";
+    p.status.textContent = res.items.length ? "" : emptyText(res);
+    p.note.textContent = noteText(res);
     var counts = {};
     if (series && series.series) {
       series.series.forEach(function (s) { counts[s.id] = s.counts; });
     }
     var frag = document.createDocumentFragment();
     res.items.forEach(function (it) {
-      frag.appendChild(row(which, it, counts[it.id], res.window));
+      frag.appendChild(row(which, it, counts[it.id], res.window, movement(before, it)));
     });
     p.rows.replaceChildren(frag);
+    p.total.textContent = totalText(res);
     p.el.classList.toggle("approx", !res.exact);
     showAge(p);
+  }
+
+  // viewKey names what a panel shows: rank movement compares polls of the
+  // same view only.
+  function viewKey(which) {
+    return [which, which === "workspace" ? state.workspace : "", state.mode, state.mode === "rising" ? "1h" : state.window].join("\n");
+  }
+
+  // trackRanks keeps the ranks of items for the next poll and returns
+  // those of the previous poll of the same view (null when there was none:
+  // the first poll, or the view changed).
+  function trackRanks(p, which, items) {
+    var key = viewKey(which);
+    var before = p.view === key ? p.ranks : null;
+    p.view = key;
+    p.ranks = {};
+    items.forEach(function (it) { p.ranks[it.id] = it.rank; });
+    return before;
+  }
+
+  function forgetRanks(p) {
+    p.view = "";
+    p.ranks = null;
+  }
+
+  // movement is an item's rank change since the previous poll: a class,
+  // the symbol shown, and the words for screen readers and tooltips (the
+  // colour is never the only sign).
+  function movement(before, it) {
+    if (!before) return null;
+    var was = before[it.id];
+    if (was === undefined) return { cls: "new", shown: "new", words: "new" };
+    var d = was - it.rank;
+    if (d > 0) return { cls: "up", shown: "▲" + d, words: "up " + d };
+    if (d < 0) return { cls: "down", shown: "▼" + -d, words: "down " + -d };
+    return { cls: "same", shown: "–", words: "unchanged" };
+  }
+
+  function emptyText(res) {
+    if (res.by === "growth") {
+      return "No channel grew: none with at least " + (res.min_count || 1).toLocaleString("en-US") +
+        " events in the last hour had more than in the hour before.";
+    }
+    return "No activity in the " + res.window + " window.";
+  }
+
+  // noteText is what a rising answer says about its own precision.
+  function noteText(res) {
+    if (res.by !== "growth") return "";
+    var s = "Last hour vs the hour before; channels with at least " + (res.min_count || 1).toLocaleString("en-US") + " events.";
+    if (!res.exact && res.bound > 0) s += " Not exact: a channel not listed may have grown by up to " + res.bound.toLocaleString("en-US") + ".";
+    else if (!res.exact) s += " Approximate: each growth is within its ± bound.";
+    return s;
+  }
+
+  // totalText sums the listed counts. The API gives no total of the whole
+  // window (GET /v1/top/global carries no event count), so it is the
+  // listed rows' sum and says so; the error bounds add up too.
+  function totalText(res) {
+    var items = res.items;
+    if (!items.length) return "";
+    var sum = function (f) { return items.reduce(function (a, it) { return a + f(it); }, 0); };
+    var count = sum(function (it) { return it.count; });
+    var err = sum(function (it) { return Math.max(it.error, 0); });
+    var unknown = items.some(function (it) { return it.error < 0; });
+    var bound = unknown ? " ≈" : err > 0 ? " ±" + err.toLocaleString("en-US") : "";
+    var head = "Sum of the " + items.length + " listed: ";
+    if (res.by === "growth") {
+      return head + signed(sum(function (it) { return it.growth; })) + bound + " growth; " +
+        count.toLocaleString("en-US") + " events in the last hour, " +
+        sum(function (it) { return it.previous; }).toLocaleString("en-US") + " the hour before.";
+    }
+    return head + count.toLocaleString("en-US") + bound + " events in the " + res.window + " window.";
+  }
+
+  function signed(n) {
+    return (n > 0 ? "+" : "") + n.toLocaleString("en-US");
   }
 
   function showError(p, which, err) {
@@ -215,43 +349,163 @@
       msg = "Not allowed to read: " + err.message;
     }
     if (err.status === 404) {
-      p.result = null;
-      p.rows.replaceChildren();
+      clearPanel(p);
       msg = which === "workspace" ? "No ranking for this workspace yet: " + err.message : err.message;
     }
     p.status.textContent = msg;
     showAge(p);
   }
 
-  function row(which, it, counts, win) {
+  // clearPanel empties a panel, whose next ranking starts a new view.
+  function clearPanel(p) {
+    p.result = null;
+    p.rows.replaceChildren();
+    p.note.textContent = "";
+    p.total.textContent = "";
+    forgetRanks(p);
+  }
+
+  function row(which, it, counts, win, move) {
     var li = el("li", "row");
     li.dataset.id = it.id;
+    li.dataset.move = move ? move.words : "";
     li.appendChild(el("span", "rank", String(it.rank)));
+    li.appendChild(moveNode(move));
 
     var name = el("span", "name");
     name.title = showBidi(it.id);
     if (which === "global") {
-      var cut = it.id.indexOf("/");
-      name.appendChild(idNode("wsname", decodePart(it.id.slice(0, cut))));
+      var parts = splitGlobal(it.id);
+      name.appendChild(idNode("wsname", parts[0]));
       name.appendChild(el("span", "wsname", "/"));
-      name.appendChild(idNode("ch", decodePart(it.id.slice(cut + 1))));
+      name.appendChild(idNode("ch", parts[1]));
     } else {
       name.appendChild(idNode("ch", it.id));
     }
     li.appendChild(name);
     li.appendChild(sparkline(counts));
 
+    if (it.growth !== undefined) {
+      li.classList.add("rising");
+      li.appendChild(growthNode(it));
+      var was = el("span", "was", it.count.toLocaleString("en-US") + " in the last hour, " +
+        it.previous.toLocaleString("en-US") + " the hour before");
+      li.appendChild(was);
+      return li;
+    }
     var count = el("span", "count", formatCount(it.count));
     count.title = it.count.toLocaleString("en-US") + " events in the " + win + " window";
-    if (it.error > 0) {
-      count.appendChild(el("small", "err", "±" + formatCount(it.error)));
-      count.title += ", true count within ±" + it.error.toLocaleString("en-US");
-    } else if (it.error < 0) {
-      count.appendChild(el("small", "err", "≈"));
-      count.title += ", error bound unknown";
-    }
+    appendError(count, it);
     li.appendChild(count);
     return li;
+  }
+
+  // moveNode shows a movement as a symbol for the eye and words for a
+  // screen reader (the symbol is hidden from it).
+  function moveNode(move) {
+    var span = el("span", "move" + (move ? " " + move.cls : ""));
+    if (!move) return span;
+    span.title = move.words + " since the previous refresh";
+    var shown = el("span", "", move.shown);
+    shown.setAttribute("aria-hidden", "true");
+    span.appendChild(shown);
+    span.appendChild(el("span", "sr", move.words));
+    return span;
+  }
+
+  function growthNode(it) {
+    var g = el("span", "growth", signed(it.growth));
+    g.title = "grew by " + it.growth.toLocaleString("en-US") + ": " + it.count.toLocaleString("en-US") +
+      " events in the last hour, " + it.previous.toLocaleString("en-US") + " in the hour before";
+    appendError(g, it);
+    return g;
+  }
+
+  // appendError adds an item's error bound to the cell showing its value.
+  function appendError(cell, it) {
+    if (it.error > 0) {
+      cell.appendChild(el("small", "err", "±" + formatCount(it.error)));
+      cell.title += ", true value within ±" + it.error.toLocaleString("en-US");
+    } else if (it.error < 0) {
+      cell.appendChild(el("small", "err", "≈"));
+      cell.title += ", error bound unknown";
+    }
+  }
+
+  // --- busiest workspaces ------------------------------------------------
+
+  // loadBusiest sums the global ranking res by workspace and lists the
+  // busiest. It never rejects.
+  function loadBusiest(ranking, gen) {
+    return ranking.then(
+      function (res) {
+        if (gen !== generation) return;
+        renderBusiest(res);
+      },
+      function (err) {
+        if (gen !== generation) return;
+        busiest.status.textContent = err.status === 404 ? err.message : "Cannot list the busiest workspaces: " + err.message;
+      }
+    );
+  }
+
+  // sumByWorkspace is each workspace's summed count over the items of a
+  // global ranking, busiest first (ties by name, for a stable order).
+  function sumByWorkspace(items) {
+    var sums = {};
+    items.forEach(function (it) {
+      var ws = splitGlobal(it.id)[0];
+      sums[ws] = (sums[ws] || 0) + it.count;
+    });
+    return Object.keys(sums)
+      .map(function (ws) { return { ws: ws, count: sums[ws] }; })
+      .sort(function (a, b) { return b.count - a.count || (a.ws < b.ws ? -1 : a.ws > b.ws ? 1 : 0); });
+  }
+
+  function renderBusiest(res) {
+    var items = res.items || [];
+    busiest.hint.textContent = "Summed over their channels in the global top " + BUSIEST_K +
+      " · " + res.window + " (" + items.length.toLocaleString("en-US") + " channels listed)";
+    busiest.status.textContent = items.length ? "" : "No activity in the " + res.window + " window.";
+    // Rebuilding the buttons would drop the keyboard focus: it moves to
+    // the new button of the same workspace.
+    var focused = busiest.picks.contains(document.activeElement) ? document.activeElement.dataset.ws : null;
+    var frag = document.createDocumentFragment();
+    var refocus = null;
+    sumByWorkspace(items).slice(0, state.k).forEach(function (w) {
+      var li = el("li");
+      var b = el("button", "pick");
+      b.type = "button";
+      b.dataset.ws = w.ws;
+      b.title = showBidi(w.ws) + ": " + w.count.toLocaleString("en-US") + " events in its channels of the global top " + BUSIEST_K;
+      b.appendChild(idNode("wsid", w.ws));
+      b.appendChild(el("span", "sum", formatCount(w.count)));
+      if (w.ws === state.workspace) b.setAttribute("aria-current", "true");
+      b.addEventListener("click", function () { showWorkspace(w.ws); });
+      if (w.ws === focused) refocus = b;
+      li.appendChild(b);
+      frag.appendChild(li);
+    });
+    busiest.picks.replaceChildren(frag);
+    if (refocus) refocus.focus({ preventScroll: true });
+  }
+
+  // markCurrent marks the listed workspace that is shown.
+  function markCurrent() {
+    busiest.picks.querySelectorAll("button.pick").forEach(function (b) {
+      if (b.dataset.ws === state.workspace) b.setAttribute("aria-current", "true");
+      else b.removeAttribute("aria-current");
+    });
+  }
+
+  // splitGlobal splits a global item id, "<workspace>/<channel>", into
+  // its two parts, decoded. The server (keys.GlobalItem) escapes '%' and
+  // the control bytes in both parts and '/' in the workspace, as %XX with
+  // upper-case hex, so the first '/' is the separator.
+  function splitGlobal(id) {
+    var cut = id.indexOf("/");
+    if (cut < 0) return [id, ""];
+    return [decodePart(id.slice(0, cut)), decodePart(id.slice(cut + 1))];
   }
 
   // BIDI matches the bidirectional formatting characters: the embeddings
@@ -297,13 +551,13 @@
     return b;
   }
 
-  // decodePart undoes the %XX escapes of a global item id's part.
+  // decodePart undoes the %XX escapes of a global item id's part. Only
+  // ASCII bytes are escaped, so each %XX is one character; a '%' not
+  // followed by two hex digits (never written by the server) stays.
   function decodePart(s) {
-    try {
-      return decodeURIComponent(s);
-    } catch (e) {
-      return s;
-    }
+    return s.replace(/%([0-9A-F]{2})/g, function (_, hex) {
+      return String.fromCharCode(parseInt(hex, 16));
+    });
   }
 
   function sparkline(counts) {
@@ -381,21 +635,42 @@
 
   // --- controls ------------------------------------------------------------
 
+  // apply shows the state in the titles, the controls and the URL.
   function apply() {
     var ws = panels.workspace;
+    var rising = state.mode === "rising";
+    var what = rising ? " · rising, 1h" : " · " + state.window;
     ws.el.hidden = !state.workspace;
-    ws.title.replaceChildren("Workspace ", idNode("wsid", state.workspace), " · " + state.window);
-    panels.global.title.textContent = "Global · " + state.window;
-    if (!state.workspace) {
-      ws.result = null;
-      ws.rows.replaceChildren();
-    }
+    ws.title.replaceChildren("Workspace ", idNode("wsid", state.workspace), what);
+    panels.global.title.textContent = "Global" + what;
+    if (!state.workspace) clearPanel(ws);
+    // Rising compares the last hour with the hour before: the window
+    // selector does not apply, so it is hidden (and out of the Tab order)
+    // rather than showing a window the view does not use.
+    windows.hidden = rising;
+    document.getElementById("mode-note").hidden = !rising;
+    markCurrent();
     var q = new URLSearchParams(location.search);
     if (state.workspace) q.set("workspace", state.workspace);
     else q.delete("workspace");
     q.set("window", state.window);
+    if (rising) q.set("mode", "rising");
+    else q.delete("mode");
     history.replaceState(null, "", location.pathname + "?" + q);
     document.getElementById("refresh-note").textContent = "Refreshes every " + state.refresh + " s.";
+  }
+
+  // showWorkspace switches the workspace panel to ws (from the field or
+  // the busiest list).
+  function showWorkspace(ws) {
+    input.value = showBidi(ws);
+    if (ws !== state.workspace) {
+      state.workspace = ws;
+      clearPanel(panels.workspace);
+      panels.workspace.status.textContent = ws ? "Loading…" : "";
+    }
+    apply();
+    refresh();
   }
 
   // The field shows the workspace's bidirectional formatting characters
@@ -403,22 +678,15 @@
   // the characters, so such a workspace can be shown and typed.
   input.value = showBidi(state.workspace);
   form.elements.namedItem("window").value = state.window;
+  form.elements.namedItem("mode").value = state.mode;
   form.addEventListener("submit", function (e) {
     e.preventDefault();
-    var ws = readBidi(input.value.trim());
-    input.value = showBidi(ws);
-    if (ws !== state.workspace) {
-      state.workspace = ws;
-      panels.workspace.rows.replaceChildren();
-      panels.workspace.result = null;
-      panels.workspace.status.textContent = ws ? "Loading…" : "";
-    }
-    apply();
-    refresh();
+    showWorkspace(readBidi(input.value.trim()));
   });
   form.addEventListener("change", function (e) {
-    if (e.target.name !== "window") return;
-    state.window = e.target.value;
+    if (e.target.name === "window") state.window = e.target.value;
+    else if (e.target.name === "mode") state.mode = e.target.value;
+    else return;
     apply();
     refresh();
   });
