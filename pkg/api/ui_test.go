@@ -597,7 +597,7 @@ const bidiRows = `(() => {
     return {
       name: name.textContent,
       title: name.title,
-      isolated: Array.from(name.children).every((c) => c.tagName === "BDI" || c.textContent === "/"),
+      isolated: Array.from(name.children).every((c) => c.tagName === "BDI" || c.tagName === "WBR" || c.textContent === "/"),
     };
   });
   const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
@@ -840,6 +840,7 @@ func TestLeaderboardPageBusiest(t *testing.T) {
 	if want := []string{"mode top", "window 1h", "workspace", "button Show", "pick acme", "pick gamma"}; !slices.Equal(order, want) {
 		t.Errorf("Tab visits %q, want %q", order, want)
 	}
+	screenshot(t, bctx, "keyboard-focus-1280.png", 1280) // the focus ring on gamma's pick
 	press(t, bctx, kb.Enter)
 	waitPage(t, bctx, "gamma picked with Enter", 5*time.Second, func(s pageState) bool {
 		return s.Workspace.rows() == "1 main 70" && s.Busiest.Current == "gamma" && strings.Contains(s.URL, "workspace=gamma")

@@ -378,6 +378,7 @@
       var parts = splitGlobal(it.id);
       name.appendChild(idNode("wsname", parts[0]));
       name.appendChild(el("span", "wsname", "/"));
+      name.appendChild(el("wbr")); // a long id wraps after the "/" first
       name.appendChild(idNode("ch", parts[1]));
     } else {
       name.appendChild(idNode("ch", it.id));
