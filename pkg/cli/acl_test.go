@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -499,4 +500,41 @@ func TestACLRefusalsSaySo(t *testing.T) {
 		refused(t, `the deletes' Redis connection (--redis-delete-user "topk-deleter"): authentication failed`,
 			append([]string{"serve", "--listen", "127.0.0.1:0", "--redis-delete-user", "topk-deleter", "--redis-delete-password", "wrong"}, as("topk-reader")...)...)
 	})
+}
+
+// TestREADMEQuotesTheShippedACL: the README's "Minimal Redis ACLs" lines
+// are config/redis-acl.conf's, so the documented permissions are the ones
+// TestACLRunsTheProduct runs the product with.
+func TestREADMEQuotesTheShippedACL(t *testing.T) {
+	conf, err := os.ReadFile("../../config/redis-acl.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	userLines := func(text string) map[string]string {
+		out := map[string]string{}
+		for _, line := range strings.Split(text, "\n") {
+			if f := strings.Fields(line); len(f) > 1 && f[0] == "user" && strings.HasPrefix(f[1], "topk-") {
+				out[f[1]] = line
+			}
+		}
+		return out
+	}
+	shipped, quoted := userLines(string(conf)), userLines(string(readme))
+	if len(shipped) == 0 {
+		t.Fatal("no user lines in config/redis-acl.conf")
+	}
+	for user, line := range shipped {
+		if quoted[user] != line {
+			t.Errorf("README quotes %s as\n%s\nconfig/redis-acl.conf has\n%s", user, quoted[user], line)
+		}
+	}
+	for user := range quoted {
+		if _, ok := shipped[user]; !ok {
+			t.Errorf("README quotes a user %s that config/redis-acl.conf lacks", user)
+		}
+	}
 }
