@@ -41,7 +41,6 @@
     workspace: panel(document.getElementById("workspace-panel")),
   };
   var busiest = {
-    el: document.getElementById("busiest-panel"),
     hint: document.querySelector("#busiest-panel .hint"),
     status: document.querySelector("#busiest-panel .status"),
     picks: document.querySelector("#busiest-panel .picks"),
