@@ -294,13 +294,37 @@ func runRedis(ctx context.Context, c rueidis.Client, cfg AccuracyConfig, s *stre
 	})
 	r := &rep.Redis
 	r.Shards, r.Capacity = cfg.Shards, cfg.Capacity
+	counts, err := writeRedis(ctx, c, st, cfg, s, prog, rep)
+	if err != nil {
+		return Truth{}, err
+	}
+	res, err := readRedisGlobal(ctx, st, cfg, s, prog, rep)
+	if err != nil {
+		return Truth{}, err
+	}
+
+	truth := s.truth(counts, cfg.K)
+	rep.Stream = streamFacts(truth)
+	est := make([]Estimate, len(res.Entries))
+	for i, e := range res.Entries {
+		est[i] = Estimate{ID: e.ID, Count: e.Count, Err: e.Err, Guaranteed: e.Guaranteed}
+	}
+	r.Metrics = Compare(truth, est)
+	return truth, nil
+}
+
+// writeRedis writes the stream through st (Prepare+Apply, one batch per
+// flush), records in rep.Redis what that cost (time, commands, memory) and
+// returns the exact count of each item.
+func writeRedis(ctx context.Context, c rueidis.Client, st *store.Store, cfg AccuracyConfig, s *stream, prog *progress, rep *AccuracyReport) ([]int64, error) {
+	r := &rep.Redis
 	var err error
 	if r.UsedMemoryBefore, err = usedMemory(ctx, c); err != nil {
-		return Truth{}, err
+		return nil, err
 	}
 	calls0, scripts0, err := commandCalls(ctx, c)
 	if err != nil {
-		return Truth{}, err
+		return nil, err
 	}
 	counts := make([]int64, cfg.Items)
 	var apply, gen time.Duration
@@ -323,35 +347,42 @@ func runRedis(ctx context.Context, c rueidis.Client, cfg AccuracyConfig, s *stre
 		return err
 	})
 	if err != nil {
-		return Truth{}, err
+		return nil, err
 	}
 	rep.GenerateSeconds += gen.Seconds()
 	r.ApplySeconds = apply.Seconds()
 	r.EventsPerSecond = float64(cfg.Events) / apply.Seconds()
 	calls1, scripts1, err := commandCalls(ctx, c)
 	if err != nil {
-		return Truth{}, err
+		return nil, err
 	}
 	r.RedisCommands, r.ScriptCalls = calls1-calls0, scripts1-scripts0
 	r.CommandsPerEvent = float64(r.RedisCommands) / float64(cfg.Events)
 	if r.UsedMemoryAfter, err = usedMemory(ctx, c); err != nil {
-		return Truth{}, err
+		return nil, err
 	}
 	if r.Memory, err = summaryMemory(ctx, c, cfg.Prefix); err != nil {
-		return Truth{}, err
+		return nil, err
 	}
+	return counts, nil
+}
 
+// readRedisGlobal refreshes the global ranking at the simulated hour's last
+// second, reads it, and records the refresh time and bound in rep.Redis,
+// with a warning if the result missed events or came from another backend.
+func readRedisGlobal(ctx context.Context, st *store.Store, cfg AccuracyConfig, s *stream, prog *progress, rep *AccuracyReport) (store.GlobalResult, error) {
+	r := &rep.Redis
 	prog.phase("refresh", false)
 	// The window at the hour's last second is exactly its 60 minutes.
 	now := time.Unix(s.minute0*60, 0).Add(simulatedMinutes*time.Minute - time.Second)
 	t0 := time.Now()
 	if err := st.RefreshGlobal(ctx, now, cfg.K); err != nil {
-		return Truth{}, err
+		return store.GlobalResult{}, err
 	}
 	r.RefreshSeconds = time.Since(t0).Seconds()
 	res, err := st.ReadGlobal(ctx, keys.Window1h, 0)
 	if err != nil {
-		return Truth{}, err
+		return store.GlobalResult{}, err
 	}
 	r.ErrorBound, r.ResultEvents = res.ErrorBound, res.Events
 	if res.Events != cfg.Events {
@@ -362,15 +393,7 @@ func runRedis(ctx context.Context, c rueidis.Client, cfg AccuracyConfig, s *stre
 	if res.Backend != store.BackendLua {
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("the global result came from backend %q, not %q", res.Backend, store.BackendLua))
 	}
-
-	truth := s.truth(counts, cfg.K)
-	rep.Stream = streamFacts(truth)
-	est := make([]Estimate, len(res.Entries))
-	for i, e := range res.Entries {
-		est[i] = Estimate{ID: e.ID, Count: e.Count, Err: e.Err, Guaranteed: e.Guaranteed}
-	}
-	r.Metrics = Compare(truth, est)
-	return truth, nil
+	return res, nil
 }
 
 // runReference feeds the stream to a Count-Min Sketch + heap in Go and

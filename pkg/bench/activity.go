@@ -302,46 +302,15 @@ func (p *phase) runActivity(ctx context.Context, cfg ActivityConfig, raw rawstor
 		return fail(err)
 	}
 	defer readClient.Close()
-	users := usercount.New(storeClient, p.ks, usercount.Options{})
-	cells, err := geo.New(storeClient, p.ks, geo.Options{})
+	counters, archive, err := p.activityWorkers(cfg, storeClient, raw)
 	if err != nil {
 		return fail(err)
-	}
-
-	kcfg := kafka.Config{Brokers: e.brokers}
-	// Both groups dead-letter to the topic's own DLQ, which cleanup deletes.
-	newWorker := func(group string, sink ingest.Sink) (*ingest.Worker, error) {
-		return ingest.New(ingest.Config{Kafka: kcfg, Topic: p.topic, Group: group, DLQTopic: p.topic + kafka.DLQSuffix, Sink: sink,
-			BatchEvents: cfg.BatchEvents, BatchAge: cfg.BatchAge, Logger: e.log})
-	}
-	var counters, archive []*ingest.Worker
-	for range cfg.Workers {
-		sink, err := activityingest.NewCounters(users, cells, 0, 0)
-		if err != nil {
-			return fail(err)
-		}
-		w, err := newWorker(p.prefix+".counters", sink)
-		if err != nil {
-			return fail(err)
-		}
-		counters = append(counters, w)
-	}
-	if raw != nil {
-		sink, err := activityingest.NewRaw(raw, 0, 0)
-		if err != nil {
-			return fail(err)
-		}
-		w, err := newWorker(p.prefix+".raw", sink)
-		if err != nil {
-			return fail(err)
-		}
-		archive = append(archive, w)
 	}
 	p.totals = func() (int64, int64) { return workerTotals(counters) }
 	archived := func() int64 { n, r := workerTotals(archive); return n + r }
 	p.archived = archived
 
-	producer, err := kafka.NewClient(kcfg, kgo.ProducerLinger(5*time.Millisecond))
+	producer, err := kafka.NewClient(kafka.Config{Brokers: e.brokers}, kgo.ProducerLinger(5*time.Millisecond))
 	if err != nil {
 		return fail(err)
 	}
@@ -377,8 +346,65 @@ func (p *phase) runActivity(ctx context.Context, cfg ActivityConfig, raw rawstor
 	if err != nil {
 		return fail(err)
 	}
+	d, err := p.drainActivity(g, cfg, archived, raw != nil)
+	if err != nil {
+		return fail(err)
+	}
+	peak, source := peakRSS(resetRSS, p.rssMaxLoad())
 
-	// Stop the load and the queries, then let the consumers catch up.
+	res := p.activityResult(cfg, begin, end, d, raw != nil, archLags)
+	res.Process.PeakRSS, res.Process.RSSSource = peak, source
+	e.progressf("%s: done: produced %s/s, counted %s/s, lag bounded %s, count query p99 %s, drained %v in %.1f s",
+		p.label, group(int64(res.ProducedRate)), group(int64(res.CountedRate)), boundedString(res.Lag), msString(res.Queries.P99), d.Drained, d.Seconds)
+	return res, nil
+}
+
+// activityWorkers returns the consumer-group members of a run: cfg.Workers
+// workers counting users and cells through storeClient and, with raw, one
+// archiving the events into it.
+func (p *phase) activityWorkers(cfg ActivityConfig, storeClient rueidis.Client, raw rawstore.Store) (counters, archive []*ingest.Worker, err error) {
+	e := p.e
+	users := usercount.New(storeClient, p.ks, usercount.Options{})
+	cells, err := geo.New(storeClient, p.ks, geo.Options{})
+	if err != nil {
+		return nil, nil, err
+	}
+
+	kcfg := kafka.Config{Brokers: e.brokers}
+	// Both groups dead-letter to the topic's own DLQ, which cleanup deletes.
+	newWorker := func(group string, sink ingest.Sink) (*ingest.Worker, error) {
+		return ingest.New(ingest.Config{Kafka: kcfg, Topic: p.topic, Group: group, DLQTopic: p.topic + kafka.DLQSuffix, Sink: sink,
+			BatchEvents: cfg.BatchEvents, BatchAge: cfg.BatchAge, Logger: e.log})
+	}
+	for range cfg.Workers {
+		sink, err := activityingest.NewCounters(users, cells, 0, 0)
+		if err != nil {
+			return nil, nil, err
+		}
+		w, err := newWorker(p.prefix+".counters", sink)
+		if err != nil {
+			return nil, nil, err
+		}
+		counters = append(counters, w)
+	}
+	if raw != nil {
+		sink, err := activityingest.NewRaw(raw, 0, 0)
+		if err != nil {
+			return nil, nil, err
+		}
+		w, err := newWorker(p.prefix+".raw", sink)
+		if err != nil {
+			return nil, nil, err
+		}
+		archive = append(archive, w)
+	}
+	return counters, archive, nil
+}
+
+// drainActivity stops the load and the queries, then lets the consumers
+// catch up: it waits until they have counted (and, archiving, archived)
+// every record produced, or for cfg.DrainTimeout.
+func (p *phase) drainActivity(g *runGroup, cfg ActivityConfig, archived func() int64, archiving bool) (DrainResult, error) {
 	g.stopLoad()
 	g.stopAux()
 	loadEnd := time.Now()
@@ -387,23 +413,27 @@ func (p *phase) runActivity(ctx context.Context, cfg ActivityConfig, raw rawstor
 		d.Produced = p.load.Acked.Load()
 		d.Counted, d.Rejected = p.totals()
 		d.Archived = archived()
-		d.Drained = d.Counted+d.Rejected >= d.Produced && (raw == nil || d.Archived >= d.Produced)
+		d.Drained = d.Counted+d.Rejected >= d.Produced && (!archiving || d.Archived >= d.Produced)
 		if d.Drained || time.Since(loadEnd) >= cfg.DrainTimeout {
 			break
 		}
 		if err := g.wait(20 * time.Millisecond); err != nil {
-			return fail(err)
+			return d, err
 		}
 	}
 	d.Seconds = time.Since(loadEnd).Seconds()
-	peak, source := peakRSS(resetRSS, p.rssMaxLoad())
+	return d, nil
+}
 
+// activityResult turns the measured period [begin, end] and the drain into
+// an ActivityResult; archiving, with the archive worker's rate and lag
+// (from archLags).
+func (p *phase) activityResult(cfg ActivityConfig, begin, end snapshot, d DrainResult, archiving bool, archLags []lagSample) ActivityResult {
 	r := p.result(begin, end, end.at)
 	res := ActivityResult{Seconds: r.Seconds, OfferedRate: cfg.Rate, ProducedRate: r.ProducedRate, CountedRate: r.IngestRate,
 		Produced: r.Produced, Counted: r.Counted, Rejected: r.Rejected, ProducerLimited: r.ProducerLimited, Lag: r.Lag,
 		Queries: r.Reads, QueryService: r.ReadService, Redis: r.Redis, Process: r.Process, Drain: d}
-	res.Process.PeakRSS, res.Process.RSSSource = peak, source
-	if raw != nil {
+	if archiving {
 		var lags []int64
 		for _, s := range archLags {
 			if !s.at.Before(begin.at) && !s.at.After(end.at) {
@@ -413,9 +443,7 @@ func (p *phase) runActivity(ctx context.Context, cfg ActivityConfig, raw rawstor
 		n := end.archived - begin.archived
 		res.Archive = &ArchiveResult{Archived: n, Rate: float64(n) / r.Seconds, Lag: judgeLag(lags, cfg.Rate)}
 	}
-	e.progressf("%s: done: produced %s/s, counted %s/s, lag bounded %s, count query p99 %s, drained %v in %.1f s",
-		p.label, group(int64(res.ProducedRate)), group(int64(res.CountedRate)), boundedString(res.Lag), msString(res.Queries.P99), d.Drained, d.Seconds)
-	return res, nil
+	return res
 }
 
 // countReader returns the query of one count, GET
