@@ -35,6 +35,9 @@ type SentinelOptions struct {
 	// before a failed failover is tried again, and the bound on the
 	// replicas' reconfiguration.
 	FailoverTimeout time.Duration
+	// HoldableLinks connects each replica to the master through a
+	// LinkProxy (SentinelSet.Links), so a test can make a replica lag.
+	HoldableLinks bool
 }
 
 // SentinelSet is a master, its replicas and the sentinels monitoring them,
@@ -45,6 +48,7 @@ type SentinelSet struct {
 	cli       string
 	nodes     []*Redis // data nodes; nodes[0] was the first master
 	sentinels []*Redis
+	links     []*LinkProxy // with HoldableLinks: the link of nodes[i+1]
 }
 
 // StartSentinel starts the deployment and returns once every sentinel sees
@@ -75,8 +79,17 @@ func StartSentinel(ctx context.Context, opts SentinelOptions) (*SentinelSet, err
 	}
 	s.nodes = append(s.nodes, master)
 	for i := range opts.Replicas {
+		port := master.Port()
+		if opts.HoldableLinks {
+			link, err := NewLinkProxy(master.Addr())
+			if err != nil {
+				return fail(err)
+			}
+			s.links = append(s.links, link)
+			port = link.Port()
+		}
 		r, err := StartRedis(ctx, RedisOptions{Dir: filepath.Join(dir, "node-"+strconv.Itoa(i+1)),
-			Args: []string{"--replicaof", "127.0.0.1", strconv.Itoa(master.Port())}})
+			Args: []string{"--replicaof", "127.0.0.1", strconv.Itoa(port)}})
 		if err != nil {
 			return fail(err)
 		}
@@ -237,6 +250,10 @@ func (s *SentinelSet) SentinelAddrs() []string {
 // Sentinels are the sentinels' processes.
 func (s *SentinelSet) Sentinels() []*Redis { return s.sentinels }
 
+// Links are the replicas' links to the first master (HoldableLinks): the
+// link of Nodes()[i+1] is Links()[i].
+func (s *SentinelSet) Links() []*LinkProxy { return s.links }
+
 // Nodes are the data nodes' processes: the first master, then the replicas
 // (a failover changes which is master: see Master).
 func (s *SentinelSet) Nodes() []*Redis { return s.nodes }
@@ -325,6 +342,9 @@ func (s *SentinelSet) Rejoin(ctx context.Context, addr, master string) error {
 // Calling it again does nothing more.
 func (s *SentinelSet) Stop() error {
 	var errs []error
+	for _, l := range s.links {
+		_ = l.Close() // a closed link is no error
+	}
 	for _, sn := range s.sentinels {
 		errs = append(errs, sn.Stop())
 	}

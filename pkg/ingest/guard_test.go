@@ -24,6 +24,9 @@ type fakeGuard struct {
 	early     []int64      // committed offsets seen while refusing
 }
 
+// Check agrees: the fake's master never changes under a write.
+func (g *fakeGuard) Check(context.Context) error { return nil }
+
 func (g *fakeGuard) Wait(context.Context) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -139,6 +139,13 @@ type CommitGuard interface {
 	// safe to commit; another error is transient, and Wait is called
 	// again with a backoff, except one wrapping ErrStartOver.
 	Wait(ctx context.Context) error
+	// Check is asked before every write attempt: ErrStartOver when the
+	// Redis written to is no longer the one the last acknowledged writes
+	// reached (a failover). A write to the new master would move the
+	// fences past the writes the old one took with it, and the replay
+	// from the committed offsets would then skip them; so the worker
+	// starts over before writing. Another error is transient.
+	Check(ctx context.Context) error
 }
 
 // ErrStartOver is a CommitGuard's answer when the writes of the batches
@@ -412,7 +419,7 @@ func (w *Worker) flush(ctx context.Context, cl *kgo.Client, b *batch, log *slog.
 		return false, err
 	}
 	n := len(b.dead)
-	if held, err = write(ctx, w.cfg.Sink, b, w.cfg.DLQTopic, &w.stats, log); err != nil {
+	if held, err = write(ctx, w.cfg.Sink, w.cfg.Guard, b, w.cfg.DLQTopic, &w.stats, log); err != nil {
 		return false, err
 	}
 	// The refused records are known only once the sink has written the
@@ -473,9 +480,14 @@ func produceDead(ctx context.Context, cl *kgo.Client, dead []*kgo.Record, log *s
 // ends, and adds the outcome to stats. The records the sink's store
 // refused for good join the batch's dead letters for dlqTopic, with reason
 // events.ReasonStoreRejected and the store's error.
-func write(ctx context.Context, s Sink, b *batch, dlqTopic string, stats *Stats, log *slog.Logger) (held bool, err error) {
+func write(ctx context.Context, s Sink, guard CommitGuard, b *batch, dlqTopic string, stats *Stats, log *slog.Logger) (held bool, err error) {
 	var w Written
 	if err := retry(ctx, log, "write "+s.String(), &stats.RedisErrors, func() (err error) {
+		if guard != nil {
+			if err := guard.Check(ctx); err != nil {
+				return err
+			}
+		}
 		w, err = s.Write(ctx)
 		return err
 	}); err != nil {

@@ -177,6 +177,28 @@ func (w *Waiter) Wait(ctx context.Context) error {
 	return nil
 }
 
+// Check answers ingest.ErrStartOver when the master is no longer the one
+// of the last acknowledgement (its replication id changed), before the
+// worker writes: a write to a promoted replica would move its fences past
+// the writes the old master took with it. It reads INFO replication from
+// the master the client writes to. A failover that completes between this
+// read and the write that follows it (a round trip) is not seen; the
+// guard's Wait still refuses the commit then, but the write may have
+// passed fences over lost writes (docs/high-availability.md).
+func (w *Waiter) Check(ctx context.Context) error {
+	info, err := Info(ctx, w.g.c)
+	if err != nil {
+		return err
+	}
+	if info.ReplID != w.replid {
+		old := w.replid
+		w.replid = info.ReplID
+		return fmt.Errorf("%w: the Redis master changed (replication id %s, was %s) under writes not yet acknowledged: start over before writing",
+			ingest.ErrStartOver, short(info.ReplID), short(old))
+	}
+	return nil
+}
+
 func short(id string) string { return id[:min(len(id), 8)] }
 
 // Replication is what INFO replication says about a node.
