@@ -575,7 +575,7 @@ func (r *ActivityReport) WriteMarkdown(w io.Writer) {
 	}
 	fmt.Fprintln(w, `Notes:
 - Events: loadgen.ActivityGenerator (user ids Zipf, four types, a share located around five cities, as `+"`topk activity produce`"+`), keyed by user id; the counters workers are ingest.Worker with the activityingest.Counters sink (per-user minute counters, exactly once, and geo cell counters with a HyperLogLog of users, at-least-once), as `+"`topk activity ingest`"+` runs them.
-- Consumer lag = records the broker acknowledged that the group has not yet written (or rejected), sampled every second; bounded as in `+"`topk bench pipeline`"+`: the last third's max at most 2× max(the middle third's max, 1 s of offered load) and at most 5 s of offered load, and the last third's mean at most 1 s of offered load above the first third's.
+- Consumer lag = records the broker acknowledged that the group has not yet written (or rejected), sampled every second; bounded as in `+"`topk-bench pipeline`"+`: the last third's max at most 2× max(the middle third's max, 1 s of offered load) and at most 5 s of offered load, and the last third's mean at most 1 s of offered load above the first third's.
 - Count queries are open loop: query i is due at start + i/rate and its latency runs from then (no coordinated omission); the service time runs from the actual send. A zero count is a user with no events in the hour, not a failure.
 - Redis commands and CPU include the count queries' reads (the API's own client) besides the ingest path, less the benchmark's INFO.
 - Process CPU and RSS are this whole process: the workers, but also the producer, the API and its client and, with an in-process broker, kfake holding every record of the run.`)

@@ -153,7 +153,7 @@ func (c WindowsConfig) withDefaults() WindowsConfig {
 	return c
 }
 
-// DefaultWindowsConfig is the configuration of `topk bench windows` without
+// DefaultWindowsConfig is the configuration of `topk-bench windows` without
 // flags: 3 heavy workspaces, 6 small ones and an idle one, a batch every 10
 // simulated minutes and a tick every 30, for 35 days; rollups with the
 // product's Keep (500, five times K = 100). It runs in about 10 minutes on

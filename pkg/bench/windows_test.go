@@ -2,7 +2,6 @@ package bench_test
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +16,7 @@ import (
 // and day buckets truncate, small ones where nothing does, trending
 // channels, late events (some in hours already closed) and expiry on the
 // simulated clock. Every checkpoint's results must keep the documented
-// bounds, and the small workspaces' must be exact. `topk bench windows`
+// bounds, and the small workspaces' must be exact. `topk-bench windows`
 // runs the full 35 days, past the hour buckets' 31-day retention. The idle
 // workspace, active on a few days only, checks that a ranking empties once
 // its last events leave a window.
@@ -92,38 +91,5 @@ func TestWindowsAgainstExactCounts(t *testing.T) {
 	}
 	if n, err := c.Do(context.Background(), c.B().Dbsize().Build()).AsInt64(); err != nil || n != 0 {
 		t.Errorf("DBSIZE after the run = %d (%v), want 0", n, err)
-	}
-}
-
-// `topk bench windows` passes its flags through, prints JSON that repeats
-// them, and fails when the run finds violations: two days with an idle
-// workspace find none yet (its activity has not left a window).
-func TestBenchWindowsCommand(t *testing.T) {
-	r := testenv.Redis(t)
-	stdout, stderr, err := runTopk("bench", "windows", "--redis", r.Addr(), "--json", "--days", "2", "--heavy", "1",
-		"--heavy-channels", "200", "--heavy-rate", "4", "--small", "1", "--small-channels", "10", "--small-rate", "1",
-		"--idle", "1", "--k", "5", "--keep", "20", "--capacity", "20", "--shards", "2", "--checkpoint", "24h")
-	if err != nil {
-		t.Fatalf("%v\n%s", err, stderr)
-	}
-	var got struct {
-		Command string               `json:"command"`
-		Report  *bench.WindowsReport `json:"report"`
-	}
-	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
-		t.Fatalf("%v:\n%s", err, stdout)
-	}
-	want := "topk bench windows --days 2 --step 30m --batch 10m --checkpoint 24h --k 5 --keep 20 --capacity 20 --shards 2 " +
-		"--heavy 1 --heavy-channels 200 --heavy-rate 4 --small 1 --small-channels 10 --small-rate 1 --idle 1 --skew 1.1 " +
-		"--trends 2 --trend-boost 2 --late-fraction 0.05 --late-span 20m --lateness 30s --expire 1h --seed 1 --redis " + r.Addr()
-	if got.Command != want {
-		t.Errorf("command\n %s\nwant\n %s", got.Command, want)
-	}
-	rep := got.Report
-	if rep == nil || rep.Config.Days != 2 || rep.Config.K != 5 || rep.Workspaces["idle"] != 1 || rep.Checkpoints != 3 || rep.ViolationCount != 0 {
-		t.Fatalf("report: %+v", rep)
-	}
-	if _, _, err := runTopk("bench", "windows", "--redis", r.Addr(), "--step", "7m"); err == nil {
-		t.Error("--step 7m (does not divide an hour) was accepted")
 	}
 }

@@ -79,7 +79,7 @@ func activityStores(c *cli.Context, st *store.Store) (*usercount.Store, *geo.Sto
 		o.MinuteRetention, o.RollupRetention = c.Duration("user-minute-retention"), c.Duration("user-rollup-retention")
 		g.Retention, g.Precision = c.Duration("geo-retention"), c.Int("geo-precision")
 		if o.MinuteRetention < 2*time.Hour || o.RollupRetention < 48*time.Hour || g.Retention <= 0 {
-			return nil, nil, cli.Exit("--user-minute-retention must be at least 2h, --user-rollup-retention at least 48h, --geo-retention positive", exitUsage)
+			return nil, nil, cli.Exit("--user-minute-retention must be at least 2h, --user-rollup-retention at least 48h, --geo-retention positive", ExitUsage)
 		}
 	}
 	if hasFlag(c, "lateness") {
@@ -87,7 +87,7 @@ func activityStores(c *cli.Context, st *store.Store) (*usercount.Store, *geo.Sto
 	}
 	cells, err := geo.New(st.Client(), st.Keys(), g)
 	if err != nil {
-		return nil, nil, cli.Exit(err.Error(), exitUsage)
+		return nil, nil, cli.Exit(err.Error(), ExitUsage)
 	}
 	return usercount.New(st.Client(), st.Keys(), o), cells, nil
 }
@@ -96,20 +96,20 @@ func activityStores(c *cli.Context, st *store.Store) (*usercount.Store, *geo.Sto
 func openRaw(c *cli.Context) (*rawstore.Postgres, error) {
 	dsn := c.String("postgres")
 	if dsn == "" {
-		return nil, cli.Exit("no raw event store: give --postgres (or TOPK_POSTGRES)", exitUsage)
+		return nil, cli.Exit("no raw event store: give --postgres (or TOPK_POSTGRES)", ExitUsage)
 	}
 	ctx, cancel := context.WithTimeout(c.Context, 30*time.Second)
 	defer cancel()
 	raw, err := rawstore.Open(ctx, dsn, rawstore.Options{})
 	if err != nil {
-		return nil, cli.Exit(fmt.Sprintf("cannot open the raw event store (--postgres): %v", plainError(err)), exitFailure)
+		return nil, cli.Exit(fmt.Sprintf("cannot open the raw event store (--postgres): %v", plainError(err)), ExitFailure)
 	}
 	if err := raw.Migrate(ctx); err != nil {
 		raw.Close()
 		if errors.Is(err, rawstore.ErrUnavailable) {
-			return nil, cli.Exit(fmt.Sprintf("cannot reach the raw event store (PostgreSQL, --postgres): %v", strings.TrimPrefix(plainError(err), rawstore.ErrUnavailable.Error()+": ")), exitFailure)
+			return nil, cli.Exit(fmt.Sprintf("cannot reach the raw event store (PostgreSQL, --postgres): %v", strings.TrimPrefix(plainError(err), rawstore.ErrUnavailable.Error()+": ")), ExitFailure)
 		}
-		return nil, cli.Exit(fmt.Sprintf("cannot create the raw event store's schema: %v", plainError(err)), exitFailure)
+		return nil, cli.Exit(fmt.Sprintf("cannot create the raw event store's schema: %v", plainError(err)), ExitFailure)
 	}
 	return raw, nil
 }
@@ -120,7 +120,7 @@ func activityIngestCommand(env *Env) *cli.Command {
 	flags = append(flags, guardFlags()...)
 	flags = append(flags, activityStoreFlags()...)
 	flags = append(flags, latenessFlag())
-	flags = append(flags, logFlags("info")...)
+	flags = append(flags, LogFlags("info")...)
 	flags = append(flags, metricsFlag())
 	return withConfig(&cli.Command{
 		Name:  "ingest",
@@ -155,7 +155,7 @@ func activityIngestCommand(env *Env) *cli.Command {
 func activityArchiveCommand(env *Env) *cli.Command {
 	flags := []cli.Flag{brokersFlag(DefaultBrokers), activityTopicFlag(), postgresFlag("required"), rawRetentionFlag()}
 	flags = append(flags, ingestFlags(activityingest.RawGroup, activityingest.RawDLQTopic)...)
-	flags = append(flags, logFlags("info")...)
+	flags = append(flags, LogFlags("info")...)
 	flags = append(flags, metricsFlag())
 	return withConfig(&cli.Command{
 		Name:  "archive",
@@ -165,7 +165,7 @@ func activityArchiveCommand(env *Env) *cli.Command {
 			"goes to the dead-letter topic. Every hour, days older than --raw-retention are dropped whole.",
 		Flags: flags,
 		Action: func(c *cli.Context) error {
-			log, err := newLogger(c, env)
+			log, err := NewLogger(c, env)
 			if err != nil {
 				return err
 			}
@@ -297,7 +297,7 @@ func activityCountCommand(env *Env) *cli.Command {
 		timeFlag("to", "end of the range, excluded"),
 		&cli.BoolFlag{Name: "json", Usage: "print the HTTP API's JSON (GET /v1/users/{id}/activity/count)"},
 	)
-	flags = append(flags, logFlags("warn")...)
+	flags = append(flags, LogFlags("warn")...)
 	return withConfig(&cli.Command{
 		Name:      "count",
 		Usage:     "how many actions a user took in a window or a range",
@@ -334,7 +334,7 @@ func activityCountCommand(env *Env) *cli.Command {
 					return countError(err)
 				}
 				if c.Bool("json") {
-					return writeJSON(env, out)
+					return WriteJSON(env, out)
 				}
 				what := "last " + win
 				switch {
@@ -361,9 +361,9 @@ func typeText(typ string) string {
 // arguments (which the commands check first), else Redis could not answer.
 func countError(err error) error {
 	if errors.Is(err, usercount.ErrBadRange) || errors.Is(err, usercount.ErrUnknownWindow) || events.ReasonOf(err) == activity.ReasonInvalidType {
-		return cli.Exit(plainError(err), exitUsage)
+		return cli.Exit(plainError(err), ExitUsage)
 	}
-	return cli.Exit(fmt.Sprintf("cannot read the counters from Redis: %v", plainError(err)), exitFailure)
+	return cli.Exit(fmt.Sprintf("cannot read the counters from Redis: %v", plainError(err)), ExitFailure)
 }
 
 func activityCheckCommand(env *Env) *cli.Command {
@@ -374,7 +374,7 @@ func activityCheckCommand(env *Env) *cli.Command {
 		&cli.Int64Flag{Name: "limit", Required: true, DefaultText: "none, required", Usage: "most actions allowed in the window, at least 1"},
 		&cli.StringFlag{Name: "window", Value: usercount.Window1m, Usage: "1m, 1h or 24h"},
 	)
-	flags = append(flags, logFlags("warn")...)
+	flags = append(flags, LogFlags("warn")...)
 	return withConfig(&cli.Command{
 		Name:        "check",
 		Usage:       "rate limit: is the user still under --limit actions in the window? (exit status 0: allowed, 3: denied)",
@@ -402,7 +402,7 @@ func activityCheckCommand(env *Env) *cli.Command {
 					return countError(err)
 				}
 				if !ok {
-					return cli.Exit(fmt.Sprintf("denied: %s has %d %s in the last %s, limit %d", user, n, typeText(typ), win, limit), exitDenied)
+					return cli.Exit(fmt.Sprintf("denied: %s has %d %s in the last %s, limit %d", user, n, typeText(typ), win, limit), ExitDenied)
 				}
 				fmt.Fprintf(env.Out, "allowed: %s has %d %s in the last %s, limit %d\n", user, n, typeText(typ), win, limit)
 				return nil
@@ -453,10 +453,10 @@ func activityListCommand(env *Env) *cli.Command {
 			case errors.Is(err, rawstore.ErrInvalid):
 				return usageError(path, "%s", strings.TrimPrefix(plainError(err), "invalid argument: "))
 			case err != nil:
-				return cli.Exit(fmt.Sprintf("cannot read the raw event store: %v", plainError(err)), exitFailure)
+				return cli.Exit(fmt.Sprintf("cannot read the raw event store: %v", plainError(err)), ExitFailure)
 			}
 			if c.Bool("json") {
-				return writeJSON(env, api.NewListResponse(user, evs, next, from, to))
+				return WriteJSON(env, api.NewListResponse(user, evs, next, from, to))
 			}
 			if len(evs) == 0 {
 				what := "no events"
@@ -488,7 +488,7 @@ func activityDeleteCommand(env *Env) *cli.Command {
 	flags := []cli.Flag{redisFlag(DefaultRedis), prefixFlag(), postgresFlag("required"),
 		&cli.StringFlag{Name: "user", Required: true, Usage: "user id"},
 		&cli.BoolFlag{Name: "json", Usage: "print the HTTP API's JSON (DELETE /v1/users/{id}/activity)"}}
-	flags = append(flags, logFlags("warn")...)
+	flags = append(flags, LogFlags("warn")...)
 	return withConfig(&cli.Command{
 		Name:  "delete",
 		Usage: "delete a user's raw events and activity counters (privacy); geo aggregates stay",
@@ -514,7 +514,7 @@ func activityDeleteCommand(env *Env) *cli.Command {
 				// stores' own errors shown: the operator is the user here.
 				out := api.DeleteUser(c.Context, users, raw, user, deleteTimeout, true, nil)
 				if c.Bool("json") {
-					if err := writeJSON(env, out); err != nil {
+					if err := WriteJSON(env, out); err != nil {
 						return err
 					}
 				} else if out.Complete {
@@ -528,7 +528,7 @@ func activityDeleteCommand(env *Env) *cli.Command {
 						return fmt.Sprintf("%s: %d deleted", what, deleted)
 					}
 					return cli.Exit(report("counter keys", out.Counters, int64(out.CounterKeysDeleted))+"; "+
-						report("raw events", out.RawEvents, out.RawEventsDeleted)+". Run the delete again to finish it", exitFailure)
+						report("raw events", out.RawEvents, out.RawEventsDeleted)+". Run the delete again to finish it", ExitFailure)
 				}
 				return nil
 			})(c)
@@ -551,7 +551,7 @@ func newActivityGenerator(c *cli.Context) (*loadgen.ActivityGenerator, error) {
 	cfg.Users, cfg.GeoShare, cfg.Seed = c.Int("activity-users"), c.Float64("geo-share"), uint64(time.Now().UnixNano())
 	g, err := loadgen.NewActivity(cfg)
 	if err != nil {
-		return nil, cli.Exit(err.Error(), exitUsage)
+		return nil, cli.Exit(err.Error(), ExitUsage)
 	}
 	return g, nil
 }
@@ -564,13 +564,13 @@ func activityProduceCommand(env *Env) *cli.Command {
 		&cli.Int64Flag{Name: "count", Usage: "stop after this many events (0: unlimited)"},
 		altsrc.NewIntFlag(&cli.IntFlag{Name: "partitions", Value: 8, Usage: "partitions of the topic when it has to be created"}),
 	)
-	flags = append(flags, logFlags("info")...)
+	flags = append(flags, LogFlags("info")...)
 	return withConfig(&cli.Command{
 		Name:  "produce",
 		Usage: "produce synthetic user activity (Zipf users, login/page_view/message/booking, some located) into Kafka",
 		Flags: flags,
 		Action: func(c *cli.Context) error {
-			bar, _ := progressBar(env)
+			bar, _ := ProgressBar(env)
 			gen, err := newActivityGenerator(c)
 			if err != nil {
 				return err

@@ -3,7 +3,7 @@
 //
 // Exit statuses are the table below (README "The CLI" repeats it); App
 // turns every usage error urfave/cli finds (an unknown command or flag, a
-// bad flag value, a missing required flag) into exitUsage with a one-line
+// bad flag value, a missing required flag) into ExitUsage with a one-line
 // message instead of the whole help, and ExitStatus is what main exits with.
 package cli
 
@@ -19,26 +19,26 @@ import (
 
 // Exit statuses: the one table of them (README "The CLI").
 const (
-	// exitFailure: the command could not do its job, e.g. Redis or
+	// ExitFailure: the command could not do its job, e.g. Redis or
 	// PostgreSQL unreachable (the message names the address), a write
 	// refused, a check failed.
-	exitFailure = 1
-	// exitUsage: bad usage: an unknown command or flag, a flag value that
+	ExitFailure = 1
+	// ExitUsage: bad usage: an unknown command or flag, a flag value that
 	// does not parse or is out of range, a missing required flag, flags that
 	// do not go together.
-	exitUsage = 2
-	// exitNotFound: no such result, e.g. a ranking not computed yet.
-	exitNotFound = 3
-	// exitDenied: `topk activity check` found the user over the limit.
-	exitDenied = 3
-	// exitRefused: Redis refused the login (WRONGPASS, NOAUTH) or a
+	ExitUsage = 2
+	// ExitNotFound: no such result, e.g. a ranking not computed yet.
+	ExitNotFound = 3
+	// ExitDenied: `topk activity check` found the user over the limit.
+	ExitDenied = 3
+	// ExitRefused: Redis refused the login (WRONGPASS, NOAUTH) or a
 	// permission of the command's ACL user (NOPERM; security.go,
 	// config/redis-acl.conf).
-	exitRefused = 4
+	ExitRefused = 4
 )
 
 // ExitStatus is the exit status of a command that returned err: 0 for nil,
-// the status an error carries (cli.Exit), else exitFailure.
+// the status an error carries (cli.Exit), else ExitFailure.
 func ExitStatus(err error) int {
 	if err == nil {
 		return 0
@@ -47,7 +47,7 @@ func ExitStatus(err error) int {
 	if errors.As(err, &coder) {
 		return coder.ExitCode()
 	}
-	return exitFailure
+	return ExitFailure
 }
 
 // Env is where commands write.
@@ -77,27 +77,34 @@ func newHTTPServer(c *cli.Context, h http.Handler) *http.Server {
 
 // App builds the topk application.
 func App(env Env) *cli.App {
-	app := &cli.App{
-		Name:  "topk",
-		Usage: "real-time top-K rankings of activity, from Kafka into Redis",
-		Description: "Ingest workers count activity events from Kafka into per-minute Redis buckets;\n" +
-			"a scheduler caches each workspace's top channels over the last hour;\n" +
+	return NewApp(env, "topk", "real-time top-K rankings of activity, from Kafka into Redis",
+		"Ingest workers count activity events from Kafka into per-minute Redis buckets;\n"+
+			"a scheduler caches each workspace's top channels over the last hour;\n"+
 			"backends and this CLI read the cached rankings.",
-		Writer:    env.Out,
-		ErrWriter: env.Err,
-		Commands: []*cli.Command{
-			getCommand(&env),
-			ingestCommand(&env),
-			scheduleCommand(&env),
-			scriptsCommand(&env),
-			produceCommand(&env),
-			runCommand(&env),
-			rebuildCommand(&env),
-			serveCommand(&env),
-			activityCommand(&env),
-			benchCommand(&env),
-			doctorCommand(&env),
-		},
+		getCommand(&env),
+		ingestCommand(&env),
+		scheduleCommand(&env),
+		scriptsCommand(&env),
+		produceCommand(&env),
+		runCommand(&env),
+		rebuildCommand(&env),
+		serveCommand(&env),
+		activityCommand(&env),
+		doctorCommand(&env),
+	)
+}
+
+// NewApp builds a topk tool's application from its commands (topk's, or
+// cmd/topk-bench's), with what every one shares: the Env, the exit
+// statuses (usage errors in one line, exit 2) and the HTTP timeouts.
+func NewApp(env Env, name, usage, description string, commands ...*cli.Command) *cli.App {
+	app := &cli.App{
+		Name:           name,
+		Usage:          usage,
+		Description:    description,
+		Writer:         env.Out,
+		ErrWriter:      env.Err,
+		Commands:       commands,
 		ExitErrHandler: func(*cli.Context, error) {}, // main decides how to exit
 		Metadata:       map[string]any{httpTimeoutsKey: env.HTTP},
 	}

@@ -40,18 +40,18 @@ func doctorCommand(env *Env) *cli.Command {
 		Action: func(c *cli.Context) error {
 			prefix := c.String("prefix")
 			if err := keys.ValidatePrefix(prefix); err != nil {
-				return cli.Exit(err.Error(), exitUsage)
+				return cli.Exit(err.Error(), ExitUsage)
 			}
 			timeout := c.Duration("timeout")
 			if timeout <= 0 {
-				return cli.Exit("--timeout must be positive", exitUsage)
+				return cli.Exit("--timeout must be positive", ExitUsage)
 			}
-			opt, err := redisOption(c, splitList(c.String("redis")))
+			opt, err := RedisOption(c, SplitList(c.String("redis")))
 			if err != nil {
 				return err
 			}
 			if len(opt.InitAddress) == 0 {
-				return cli.Exit("no Redis address (--redis or TOPK_REDIS, or --redis-sentinels)", exitUsage)
+				return cli.Exit("no Redis address (--redis or TOPK_REDIS, or --redis-sentinels)", ExitUsage)
 			}
 			checks := doctor.CheckRedis(c.Context, doctor.RedisOptions{Client: opt, Prefix: prefix, Timeout: timeout})
 			checks = append(checks, doctor.CheckKafka(c.Context, doctor.KafkaOptions{
@@ -94,7 +94,7 @@ func doctorCommand(env *Env) *cli.Command {
 				if !c.Bool("verbose") && !c.Bool("json") {
 					what += " (topk doctor --verbose explains each check)"
 				}
-				return cli.Exit(what, exitFailure)
+				return cli.Exit(what, ExitFailure)
 			}
 			return nil
 		},

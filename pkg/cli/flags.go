@@ -111,7 +111,7 @@ func uniqueUsers(c *cli.Context, st *store.Store) *uniq.Store {
 	if v == "*" {
 		return st.Users(uniq.Options{All: true})
 	}
-	return st.Users(uniq.Options{Workspaces: splitList(v)})
+	return st.Users(uniq.Options{Workspaces: SplitList(v)})
 }
 
 // globalAgeFlag is how long the channel workers hold the global view's
@@ -141,7 +141,7 @@ func defaultCadence() string {
 // parseCadence reads a --cadence value.
 func parseCadence(v string) (map[string]time.Duration, error) {
 	out := map[string]time.Duration{}
-	for _, part := range splitList(v) {
+	for _, part := range SplitList(v) {
 		name, d, ok := strings.Cut(part, "=")
 		dur, err := time.ParseDuration(d)
 		if _, known := scheduler.DefaultCadence[name]; !ok || !known || err != nil || dur < 0 {
@@ -184,7 +184,7 @@ func kFlag(usage string) cli.Flag {
 	return altsrc.NewIntFlag(&cli.IntFlag{Name: "k", EnvVars: []string{"TOPK_K"}, Value: DefaultK, Usage: usage})
 }
 
-func logFlags(def string) []cli.Flag {
+func LogFlags(def string) []cli.Flag {
 	return []cli.Flag{
 		altsrc.NewStringFlag(&cli.StringFlag{Name: "log-level", EnvVars: []string{"TOPK_LOG_LEVEL"}, Value: def, Usage: "debug, info, warn or error"}),
 		altsrc.NewStringFlag(&cli.StringFlag{Name: "log-format", EnvVars: []string{"TOPK_LOG_FORMAT"}, Value: "text", Usage: "text (key=value, for terminals) or json (one object per line, for log collectors)"}),
@@ -198,7 +198,7 @@ func withConfig(cmd *cli.Command) *cli.Command {
 	load := altsrc.InitInputSourceWithContext(cmd.Flags, altsrc.NewYamlSourceFromFlagFunc("config"))
 	cmd.Before = func(c *cli.Context) error {
 		if err := load(c); err != nil {
-			return cli.Exit(configProblem(c.String("config"), err), exitUsage)
+			return cli.Exit(configProblem(c.String("config"), err), ExitUsage)
 		}
 		return nil
 	}
@@ -225,7 +225,7 @@ func configProblem(path string, err error) string {
 	return fmt.Sprintf("the --config file %s: %v", path, err)
 }
 
-func splitList(s string) []string {
+func SplitList(s string) []string {
 	var out []string
 	for _, p := range strings.Split(s, ",") {
 		if p = strings.TrimSpace(p); p != "" {
@@ -235,10 +235,10 @@ func splitList(s string) []string {
 	return out
 }
 
-func newLogger(c *cli.Context, env *Env) (*slog.Logger, error) {
+func NewLogger(c *cli.Context, env *Env) (*slog.Logger, error) {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
-		return nil, cli.Exit(fmt.Sprintf("bad --log-level %q: want debug, info, warn or error", c.String("log-level")), exitUsage)
+		return nil, cli.Exit(fmt.Sprintf("bad --log-level %q: want debug, info, warn or error", c.String("log-level")), ExitUsage)
 	}
 	opts := &slog.HandlerOptions{Level: level}
 	switch format := c.String("log-format"); format {
@@ -247,19 +247,19 @@ func newLogger(c *cli.Context, env *Env) (*slog.Logger, error) {
 	case "json":
 		return slog.New(slog.NewJSONHandler(env.Err, opts)), nil
 	default:
-		return nil, cli.Exit(fmt.Sprintf("bad --log-format %q: want text or json", format), exitUsage)
+		return nil, cli.Exit(fmt.Sprintf("bad --log-format %q: want text or json", format), ExitUsage)
 	}
 }
 
 // connectRedis opens a client to addrs with the command's credentials and
 // TLS settings (security.go) and checks that Redis answers.
 func connectRedis(cc *cli.Context, addrs string) (rueidis.Client, error) {
-	opt, err := redisOption(cc, splitList(addrs))
+	opt, err := RedisOption(cc, SplitList(addrs))
 	if err != nil {
 		return nil, err
 	}
 	if len(opt.InitAddress) == 0 {
-		return nil, cli.Exit("no Redis address (--redis or TOPK_REDIS, or --redis-sentinels)", exitUsage)
+		return nil, cli.Exit("no Redis address (--redis or TOPK_REDIS, or --redis-sentinels)", ExitUsage)
 	}
 	addrs = redisTarget(opt)
 	c, err := rueidis.NewClient(opt)
@@ -279,7 +279,7 @@ func connectRedis(cc *cli.Context, addrs string) (rueidis.Client, error) {
 // openStore connects to Redis and returns a Store over it.
 func openStore(c *cli.Context) (*store.Store, func(), error) {
 	if err := keys.ValidatePrefix(c.String("prefix")); err != nil {
-		return nil, nil, cli.Exit(err.Error(), exitUsage)
+		return nil, nil, cli.Exit(err.Error(), ExitUsage)
 	}
 	client, err := connectRedis(c, c.String("redis"))
 	if err != nil {
@@ -314,7 +314,7 @@ func rollupOptions(c *cli.Context) (window.Window, store.RollupOptions, error) {
 	// buckets too, so they must live two hours.
 	ret := c.Duration("minute-retention")
 	if least := max(win.Span()+c.Duration("lateness")+2*time.Minute, window.DefaultMinuteRetention); ret < least {
-		return win, store.RollupOptions{}, cli.Exit(fmt.Sprintf("--minute-retention %s must be at least %s: two hours (the rising ranking reads the hour before the window), and at least the hour window, the lateness and 2 minutes", ret, least), exitUsage)
+		return win, store.RollupOptions{}, cli.Exit(fmt.Sprintf("--minute-retention %s must be at least %s: two hours (the rising ranking reads the hour before the window), and at least the hour window, the lateness and 2 minutes", ret, least), ExitUsage)
 	}
 	win.Grace = ret - win.Span()
 	o := store.RollupOptions{Keep: c.Int("rollup-keep"), HourRetention: c.Duration("hour-retention"), DayRetention: c.Duration("day-retention")}
@@ -322,7 +322,7 @@ func rollupOptions(c *cli.Context) (window.Window, store.RollupOptions, error) {
 		o.Keep = 5 * c.Int("k")
 	}
 	if o.Keep < 0 || o.HourRetention < 30*24*time.Hour+time.Hour || o.DayRetention < 24*time.Hour {
-		return win, o, cli.Exit("--rollup-keep must not be negative, --hour-retention must cover the 30d window (at least 721h) and --day-retention a day", exitUsage)
+		return win, o, cli.Exit("--rollup-keep must not be negative, --hour-retention must cover the 30d window (at least 721h) and --day-retention a day", ExitUsage)
 	}
 	return win, o, nil
 }
@@ -339,21 +339,21 @@ func globalOptions(c *cli.Context, client rueidis.Client) (store.GlobalOptions, 
 	case "", "auto":
 		b, err := store.DetectGlobalBackend(c.Context, client)
 		if err != nil {
-			return o, cli.Exit(err.Error(), exitFailure)
+			return o, cli.Exit(err.Error(), ExitFailure)
 		}
 		o.Backend = b
 	case store.BackendLua, store.BackendRedisBloom:
 	default:
-		return o, cli.Exit(fmt.Sprintf("--global-backend %q: want auto, lua or redisbloom", o.Backend), exitUsage)
+		return o, cli.Exit(fmt.Sprintf("--global-backend %q: want auto, lua or redisbloom", o.Backend), ExitUsage)
 	}
 	if c.IsSet("global-shards") && o.Shards < 1 || c.IsSet("global-capacity") && o.Capacity < 1 {
-		return o, cli.Exit("--global-shards and --global-capacity must be positive", exitUsage)
+		return o, cli.Exit("--global-shards and --global-capacity must be positive", ExitUsage)
 	}
 	if o.BloomWidth < 0 || o.BloomDepth < 0 {
-		return o, cli.Exit("--bloom-width and --bloom-depth must be positive (0: RedisBloom's sizing guidance)", exitUsage)
+		return o, cli.Exit("--bloom-width and --bloom-depth must be positive (0: RedisBloom's sizing guidance)", ExitUsage)
 	}
 	if !(o.BloomDecay > 0 && o.BloomDecay < 1) {
-		return o, cli.Exit(fmt.Sprintf("--bloom-decay %v: want a value between 0 and 1", o.BloomDecay), exitUsage)
+		return o, cli.Exit(fmt.Sprintf("--bloom-decay %v: want a value between 0 and 1", o.BloomDecay), ExitUsage)
 	}
 	return o, nil
 }
@@ -362,7 +362,7 @@ func globalOptions(c *cli.Context, client rueidis.Client) (store.GlobalOptions, 
 // logger and a store, opening both from the command's flags.
 func serviceAction(env *Env, fn func(c *cli.Context, st *store.Store, log *slog.Logger) error) cli.ActionFunc {
 	return func(c *cli.Context) error {
-		log, err := newLogger(c, env)
+		log, err := NewLogger(c, env)
 		if err != nil {
 			return err
 		}
@@ -394,5 +394,5 @@ func hasFlag(c *cli.Context, name string) bool {
 
 func kafkaConfig(c *cli.Context) kafka.Config {
 	tls, sasl := kafkaSecurity(c)
-	return kafka.Config{Brokers: splitList(c.String("brokers")), TLS: tls, SASL: sasl}
+	return kafka.Config{Brokers: SplitList(c.String("brokers")), TLS: tls, SASL: sasl}
 }

@@ -83,13 +83,13 @@ func getCommand(env *Env) *cli.Command {
 			}
 			res, err := st.ReadTop(c.Context, ws, win, c.Int("k"))
 			if errors.Is(err, store.ErrNoResult) {
-				return cli.Exit(fmt.Sprintf("workspace %q has no ranking over %s yet: no scheduler pass has seen activity of it (is topk schedule running?)", ws, windowWords(win)), exitNotFound)
+				return cli.Exit(fmt.Sprintf("workspace %q has no ranking over %s yet: no scheduler pass has seen activity of it (is topk schedule running?)", ws, windowWords(win)), ExitNotFound)
 			}
 			if err != nil {
-				return cli.Exit("cannot read the ranking from Redis: "+err.Error(), exitFailure)
+				return cli.Exit("cannot read the ranking from Redis: "+err.Error(), ExitFailure)
 			}
 			if c.Bool("json") {
-				return writeJSON(env, api.TopResponse(ws, win, res, time.Now()))
+				return WriteJSON(env, api.TopResponse(ws, win, res, time.Now()))
 			}
 			return printTop(env, ws, res)
 		},
@@ -128,7 +128,7 @@ func windowWords(win string) string {
 	return win
 }
 
-func writeJSON(env *Env, v any) error {
+func WriteJSON(env *Env, v any) error {
 	enc := json.NewEncoder(env.Out)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
@@ -197,14 +197,14 @@ func certainty(guaranteed bool) string {
 func getGlobal(c *cli.Context, env *Env, st *store.Store, win string) error {
 	res, err := st.ReadGlobal(c.Context, win, c.Int("k"))
 	if errors.Is(err, store.ErrNoResult) {
-		return cli.Exit(fmt.Sprintf("there is no global ranking over %s yet (is topk schedule running?)", windowWords(win)), exitNotFound)
+		return cli.Exit(fmt.Sprintf("there is no global ranking over %s yet (is topk schedule running?)", windowWords(win)), ExitNotFound)
 	}
 	if err != nil {
-		return cli.Exit("cannot read the global ranking from Redis: "+err.Error(), exitFailure)
+		return cli.Exit("cannot read the global ranking from Redis: "+err.Error(), ExitFailure)
 	}
 	out := api.GlobalResponse(win, res, time.Now())
 	if c.Bool("json") {
-		return writeJSON(env, out)
+		return WriteJSON(env, out)
 	}
 	bound := "unknown"
 	if res.ErrorBound >= 0 {

@@ -18,11 +18,11 @@ func getRising(c *cli.Context, env *Env, st *store.Store, ws string) error {
 	now := time.Now()
 	res, err := st.ReadRising(c.Context, ws, now, c.Int("k"), c.Int64("min"))
 	if err != nil {
-		return cli.Exit("cannot read the hour's counts from Redis: "+err.Error(), exitFailure)
+		return cli.Exit("cannot read the hour's counts from Redis: "+err.Error(), ExitFailure)
 	}
 	out := api.RisingResponse(ws, res, now)
 	if c.Bool("json") {
-		return writeJSON(env, out)
+		return WriteJSON(env, out)
 	}
 	fmt.Fprintf(env.Out, "workspace %s: top %d by growth, the last hour (%s - %s UTC) against the hour before (from %s), channels with at least %d events\n",
 		ws, len(out.Items), res.WindowStart.Format("15:04"), res.WindowEnd.Format("15:04:05"), res.PreviousStart.Format("15:04"), res.Min)
@@ -41,14 +41,14 @@ func getRising(c *cli.Context, env *Env, st *store.Store, ws string) error {
 func getGlobalRising(c *cli.Context, env *Env, st *store.Store) error {
 	res, err := st.ReadGlobalRising(c.Context, c.Int("k"))
 	if errors.Is(err, store.ErrNoResult) {
-		return cli.Exit("there is no global rising ranking yet (is topk schedule running, with the lua global backend?)", exitNotFound)
+		return cli.Exit("there is no global rising ranking yet (is topk schedule running, with the lua global backend?)", ExitNotFound)
 	}
 	if err != nil {
-		return cli.Exit("cannot read the global rising ranking from Redis: "+err.Error(), exitFailure)
+		return cli.Exit("cannot read the global rising ranking from Redis: "+err.Error(), ExitFailure)
 	}
 	out := api.GlobalRisingResponse(res, time.Now())
 	if c.Bool("json") {
-		return writeJSON(env, out)
+		return WriteJSON(env, out)
 	}
 	printHeader(env, "global", out)
 	fmt.Fprintf(env.Out, "by growth against the hour before (from %s UTC), channels with at least %d events; approximate, growth within ±%d\n",

@@ -17,11 +17,11 @@ func getUsers(c *cli.Context, env *Env, st *store.Store, ws string) error {
 	now := time.Now()
 	res, err := st.ReadUsers(c.Context, ws, now, c.Int("k"))
 	if err != nil {
-		return cli.Exit("cannot read the unique-user counts from Redis: "+err.Error(), exitFailure)
+		return cli.Exit("cannot read the unique-user counts from Redis: "+err.Error(), ExitFailure)
 	}
 	out := api.UsersResponse(ws, res, now)
 	if c.Bool("json") {
-		return writeJSON(env, out)
+		return WriteJSON(env, out)
 	}
 	fmt.Fprintf(env.Out, "workspace %s: top %d by distinct users, the last hour (%s - %s UTC); users are estimates within about ±%.1f%% (one standard error)\n",
 		ws, len(out.Items), res.WindowStart.Format("15:04"), res.WindowEnd.Format("15:04:05"), 100*res.StdError)

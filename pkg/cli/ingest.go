@@ -20,7 +20,7 @@ func ingestCommand(env *Env) *cli.Command {
 	flags = append(flags, userCapFlag(), globalAgeFlag(), uniqueUsersFlag(""))
 	flags = append(flags, guardFlags()...)
 	flags = append(flags, deploymentFlags()...)
-	flags = append(flags, logFlags("info")...)
+	flags = append(flags, LogFlags("info")...)
 	flags = append(flags, metricsFlag())
 	return withConfig(&cli.Command{
 		Name:  "ingest",
@@ -62,13 +62,13 @@ func flagConsumers(c *cli.Context, topic string) consumers {
 func newWorkers(c *cli.Context, cs consumers, log *slog.Logger, newSink func() (ingest.Sink, error)) ([]*ingest.Worker, error) {
 	n := cs.n
 	if n < 1 {
-		return nil, cli.Exit("--workers must be at least 1", exitUsage)
+		return nil, cli.Exit("--workers must be at least 1", ExitUsage)
 	}
 	workers := make([]*ingest.Worker, n)
 	for i := range workers {
 		sink, err := newSink()
 		if err != nil {
-			return nil, cli.Exit(err.Error(), exitUsage)
+			return nil, cli.Exit(err.Error(), ExitUsage)
 		}
 		w, err := ingest.New(ingest.Config{
 			Kafka:            kafkaConfig(c),
@@ -86,7 +86,7 @@ func newWorkers(c *cli.Context, cs consumers, log *slog.Logger, newSink func() (
 			NewSink:          newSink,
 		})
 		if err != nil {
-			return nil, cli.Exit(err.Error(), exitUsage)
+			return nil, cli.Exit(err.Error(), ExitUsage)
 		}
 		workers[i] = w
 	}
@@ -126,7 +126,7 @@ func runWorkers(ctx context.Context, workers []*ingest.Worker, log *slog.Logger)
 		}
 	}()
 	if err := g.Wait(); err != nil {
-		return cli.Exit(err.Error(), exitFailure)
+		return cli.Exit(err.Error(), ExitFailure)
 	}
 	return nil
 }

@@ -18,9 +18,9 @@ func TestLoggerJSON(t *testing.T) {
 	var out testenv.SyncBuffer
 	env := &Env{Out: &out, Err: &out}
 	app := &cli.App{
-		Flags: logFlags("info"),
+		Flags: LogFlags("info"),
 		Action: func(c *cli.Context) error {
-			log, err := newLogger(c, env)
+			log, err := NewLogger(c, env)
 			if err != nil {
 				return err
 			}

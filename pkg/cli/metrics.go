@@ -32,7 +32,7 @@ func startMetrics(c *cli.Context, log *slog.Logger) (stop func(), addr string, e
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, "", cli.Exit(fmt.Sprintf("--metrics-listen: %v", err), exitFailure)
+		return nil, "", cli.Exit(fmt.Sprintf("--metrics-listen: %v", err), ExitFailure)
 	}
 	ctx, cancel := context.WithCancel(c.Context)
 	done := make(chan struct{})

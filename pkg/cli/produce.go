@@ -44,7 +44,7 @@ func newGenerator(c *cli.Context) (*loadgen.Generator, error) {
 		Seed:                 seed,
 	})
 	if err != nil {
-		return nil, cli.Exit(err.Error(), exitUsage)
+		return nil, cli.Exit(err.Error(), ExitUsage)
 	}
 	return g, nil
 }
@@ -56,15 +56,15 @@ func produceCommand(env *Env) *cli.Command {
 		&cli.DurationFlag{Name: "duration", Usage: "stop after this long (0: until interrupted or --count)"},
 		&cli.Int64Flag{Name: "count", Usage: "stop after this many events (0: unlimited)"},
 	)
-	flags = append(flags, logFlags("info")...)
+	flags = append(flags, LogFlags("info")...)
 	return withConfig(&cli.Command{
 		Name:    "produce",
 		Aliases: []string{"loadgen"},
 		Usage:   "produce realistic synthetic activity events (Zipf over workspaces and channels) into Kafka",
 		Flags:   flags,
 		Action: func(c *cli.Context) error {
-			bar, penv := progressBar(env)
-			log, err := newLogger(c, penv)
+			bar, penv := ProgressBar(env)
+			log, err := NewLogger(c, penv)
 			if err != nil {
 				return err
 			}
@@ -87,26 +87,26 @@ func produceCommand(env *Env) *cli.Command {
 func produceCommandRun(c *cli.Context, bar *progress.Bar, label, topic string, gen loadgen.Source, rate float64, report func(loadgen.Stats)) error {
 	cl, err := kafka.NewClient(kafkaConfig(c), kgo.ProducerLinger(5*time.Millisecond))
 	if err != nil {
-		return cli.Exit(err.Error(), exitUsage)
+		return cli.Exit(err.Error(), ExitUsage)
 	}
 	defer cl.Close()
 	if err := kafka.EnsureTopics(c.Context, cl, int32(c.Int("partitions")), topic); err != nil {
-		return cli.Exit(fmt.Sprintf("cannot create or find topic %s on Kafka at %s: %v", topic, c.String("brokers"), err), exitFailure)
+		return cli.Exit(fmt.Sprintf("cannot create or find topic %s on Kafka at %s: %v", topic, c.String("brokers"), err), ExitFailure)
 	}
 	stats, err := produce(c.Context, bar, label, cl, topic, gen, loadgen.ProduceOptions{
 		Rate: rate, Duration: c.Duration("duration"), Count: c.Int64("count"),
 	})
 	report(stats)
 	if err != nil {
-		return cli.Exit(err.Error(), exitFailure)
+		return cli.Exit(err.Error(), ExitFailure)
 	}
 	return nil
 }
 
-// progressBar returns a status line on env.Err (redrawn in place when it is
+// ProgressBar returns a status line on env.Err (redrawn in place when it is
 // a terminal, plain periodic lines otherwise) and a copy of env whose Err
 // writes above that line, for the command's logs.
-func progressBar(env *Env) (*progress.Bar, *Env) {
+func ProgressBar(env *Env) (*progress.Bar, *Env) {
 	terminal := progress.IsTerminal(env.Err)
 	width := 0
 	if terminal {

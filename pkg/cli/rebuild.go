@@ -28,7 +28,7 @@ func rebuildCommand(env *Env) *cli.Command {
 		userCapFlag(), uniqueUsersFlag(""),
 	}
 	flags = append(flags, deploymentFlags()...)
-	flags = append(flags, logFlags("info")...)
+	flags = append(flags, LogFlags("info")...)
 	return withConfig(&cli.Command{
 		Name:  "rebuild",
 		Usage: "recount the window from Kafka after Redis lost its data, then refresh every cached ranking",
@@ -39,7 +39,7 @@ func rebuildCommand(env *Env) *cli.Command {
 			"that still has part of the data: nothing is counted twice.",
 		Flags: flags,
 		Action: func(c *cli.Context) error {
-			bar, penv := progressBar(env)
+			bar, penv := ProgressBar(env)
 			return serviceAction(penv, func(c *cli.Context, st *store.Store, log *slog.Logger) error { return rebuild(c, env, bar, st, log) })(c)
 		},
 	})
@@ -49,7 +49,7 @@ func rebuildCommand(env *Env) *cli.Command {
 // refreshes every cached ranking.
 func rebuild(c *cli.Context, env *Env, bar *progress.Bar, st *store.Store, log *slog.Logger) error {
 	if c.Duration("since") <= 0 {
-		return cli.Exit("--since must be positive", exitUsage)
+		return cli.Exit("--since must be positive", ExitUsage)
 	}
 	began := time.Now()
 	meter := progress.NewMeter(bar, progress.Options{Label: "rebuild", Unit: "records"})
@@ -64,15 +64,15 @@ func rebuild(c *cli.Context, env *Env, bar *progress.Bar, st *store.Store, log *
 	})
 	meter.Finish()
 	if err != nil {
-		return cli.Exit(fmt.Sprintf("cannot replay topic %s from Kafka at %s: %v", c.String("topic"), c.String("brokers"), err), exitFailure)
+		return cli.Exit(fmt.Sprintf("cannot replay topic %s from Kafka at %s: %v", c.String("topic"), c.String("brokers"), err), ExitFailure)
 	}
 	s, err := scheduler.New(scheduler.Params{Store: st, K: c.Int("k"), Logger: log})
 	if err != nil {
-		return cli.Exit(err.Error(), exitUsage)
+		return cli.Exit(err.Error(), ExitUsage)
 	}
 	tick, err := s.Tick(c.Context) // a first tick refreshes every workspace
 	if err != nil {
-		return cli.Exit(err.Error(), exitFailure)
+		return cli.Exit(err.Error(), ExitFailure)
 	}
 	fmt.Fprintf(env.Out, "rebuilt in %s: %d records read, %d events counted, %d already counted, %d rejected%s; %d cached rankings refreshed\n",
 		time.Since(began).Round(100*time.Millisecond), stats.Consumed.Load(), stats.Counted.Load(),

@@ -48,15 +48,15 @@ func commitGuard(c *cli.Context, st *store.Store, log *slog.Logger) (*replica.Gu
 	}
 	n, err := parseMinReplicas(c.String("min-replicas-acked"))
 	if err != nil {
-		return nil, cli.Exit(err.Error(), exitUsage)
+		return nil, cli.Exit(err.Error(), ExitUsage)
 	}
 	timeout := c.Duration("replica-ack-timeout")
 	if timeout <= 0 {
-		return nil, cli.Exit("--replica-ack-timeout must be positive", exitUsage)
+		return nil, cli.Exit("--replica-ack-timeout must be positive", ExitUsage)
 	}
 	g, err := replica.New(c.Context, st.Client(), replica.Options{Key: st.Keys().Prefix() + ":wait", Replicas: n, Timeout: timeout})
 	if errors.Is(err, replica.ErrCluster) {
-		return nil, cli.Exit(fmt.Sprintf("--min-replicas-acked %d: %v", n, err), exitUsage)
+		return nil, cli.Exit(fmt.Sprintf("--min-replicas-acked %d: %v", n, err), ExitUsage)
 	}
 	if err != nil {
 		return nil, redisExit(c, "cannot set up the commit guard (--min-replicas-acked): ", err)

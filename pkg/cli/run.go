@@ -42,7 +42,7 @@ func runCommand(env *Env) *cli.Command {
 		&cli.DurationFlag{Name: "every", Value: 3 * time.Second, Usage: "display refresh period"},
 	)
 	flags = append(flags, apiAuthFlags()...)
-	flags = append(flags, logFlags("warn")...)
+	flags = append(flags, LogFlags("warn")...)
 	flags = append(flags, metricsFlag())
 	return withConfig(&cli.Command{
 		Name:  "run",
@@ -61,7 +61,7 @@ func runCommand(env *Env) *cli.Command {
 }
 
 func runAll(c *cli.Context, env *Env) error {
-	log, err := newLogger(c, env)
+	log, err := NewLogger(c, env)
 	if err != nil {
 		return err
 	}
@@ -81,7 +81,7 @@ func runAll(c *cli.Context, env *Env) error {
 	if c.String("redis") == "" && !sentinelMode(c) {
 		r, err := devenv.StartRedis(ctx, devenv.RedisOptions{})
 		if err != nil {
-			return cli.Exit(err.Error(), exitFailure)
+			return cli.Exit(err.Error(), ExitFailure)
 		}
 		defer r.Stop()
 		fmt.Fprintf(env.Out, "started redis-server at %s (pid %d)\n", r.Addr(), r.PID())
@@ -91,7 +91,7 @@ func runAll(c *cli.Context, env *Env) error {
 	if activityOn && c.String("postgres") == "" {
 		pg, err := devenv.StartPostgres(ctx, devenv.PostgresOptions{})
 		if err != nil {
-			return cli.Exit(fmt.Sprintf("%v (install it with scripts/install-deps.sh, or run with --activity-rate 0)", err), exitFailure)
+			return cli.Exit(fmt.Sprintf("%v (install it with scripts/install-deps.sh, or run with --activity-rate 0)", err), ExitFailure)
 		}
 		defer pg.Stop()
 		fmt.Fprintf(env.Out, "started PostgreSQL at %s (pid %d)\n", pg.Addr(), pg.PID())
@@ -100,7 +100,7 @@ func runAll(c *cli.Context, env *Env) error {
 	if c.String("brokers") == "" {
 		k, err := devenv.StartKafka(map[string]int32{c.String("topic"): int32(c.Int("partitions"))})
 		if err != nil {
-			return cli.Exit(err.Error(), exitFailure)
+			return cli.Exit(err.Error(), ExitFailure)
 		}
 		defer k.Close()
 		fmt.Fprintf(env.Out, "started in-process Kafka broker (kfake) at %s\n", strings.Join(k.ListenAddrs(), ","))
@@ -129,11 +129,11 @@ func runAll(c *cli.Context, env *Env) error {
 	}
 	producer, err := kafka.NewClient(kafkaConfig(c), kgo.ProducerLinger(5*time.Millisecond))
 	if err != nil {
-		return cli.Exit(err.Error(), exitFailure)
+		return cli.Exit(err.Error(), ExitFailure)
 	}
 	defer producer.Close()
 	if err := kafka.EnsureTopics(ctx, producer, int32(c.Int("partitions")), c.String("topic")); err != nil {
-		return cli.Exit(err.Error(), exitFailure)
+		return cli.Exit(err.Error(), ExitFailure)
 	}
 	guard, err := commitGuard(c, st, log)
 	if err != nil {
@@ -205,7 +205,7 @@ loop:
 	// What the group returns after an interrupt is the shutdown's, not a
 	// failure.
 	if err := g.Wait(); err != nil && ctx.Err() == nil {
-		return cli.Exit(err.Error(), exitFailure)
+		return cli.Exit(err.Error(), ExitFailure)
 	}
 	fmt.Fprintf(env.Out, "stopped after %s: %d events produced\n", time.Since(d.started).Round(time.Second), produced.Acked.Load())
 	return nil

@@ -52,7 +52,7 @@ func startActivity(c *cli.Context, st *store.Store, producer *kgo.Client, guard 
 	a := &runActivity{users: users, producer: producer, gen: gen, topic: c.String("activity-topic"),
 		rate: c.Float64("activity-rate"), keep: c.Duration("raw-retention"), log: log}
 	if err := kafka.EnsureTopics(c.Context, producer, int32(c.Int("partitions")), a.topic); err != nil {
-		return nil, cli.Exit(err.Error(), exitFailure)
+		return nil, cli.Exit(err.Error(), ExitFailure)
 	}
 	if a.raw, err = openRaw(c); err != nil {
 		return nil, err
@@ -139,7 +139,7 @@ func serveInRun(ctx context.Context, c *cli.Context, st *store.Store, addr strin
 			}
 		}
 		if err != nil {
-			return "", cli.Exit("making the run's API tokens: "+err.Error(), exitFailure)
+			return "", cli.Exit("making the run's API tokens: "+err.Error(), ExitFailure)
 		}
 	}
 	handler, closeAPI, err := serveHandler(c, st, log, tokens)
@@ -149,7 +149,7 @@ func serveInRun(ctx context.Context, c *cli.Context, st *store.Store, addr strin
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		closeAPI()
-		return "", cli.Exit(err.Error(), exitFailure)
+		return "", cli.Exit(err.Error(), ExitFailure)
 	}
 	srv := newHTTPServer(c, handler)
 	base := "http://" + ln.Addr().String()

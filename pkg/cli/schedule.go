@@ -15,7 +15,7 @@ func scheduleCommand(env *Env) *cli.Command {
 	flags = append(flags, scheduleFlags()...)
 	flags = append(flags, deploymentFlags()...)
 	flags = append(flags, activityStoreFlags()...)
-	flags = append(flags, logFlags("info")...)
+	flags = append(flags, LogFlags("info")...)
 	flags = append(flags, metricsFlag())
 	return withConfig(&cli.Command{
 		Name:  "schedule",
@@ -39,7 +39,7 @@ func scheduleCommand(env *Env) *cli.Command {
 func newScheduler(c *cli.Context, st *store.Store, log *slog.Logger) (*scheduler.Scheduler, error) {
 	cadence, err := parseCadence(c.String("cadence"))
 	if err != nil {
-		return nil, cli.Exit(err.Error(), exitUsage)
+		return nil, cli.Exit(err.Error(), ExitUsage)
 	}
 	users, _, err := activityStores(c, st)
 	if err != nil {
@@ -48,7 +48,7 @@ func newScheduler(c *cli.Context, st *store.Store, log *slog.Logger) (*scheduler
 	s, err := scheduler.New(scheduler.Params{Store: st, Interval: c.Duration("interval"), K: c.Int("k"), Logger: log,
 		Lateness: c.Duration("lateness"), Cadence: cadence, Activity: users, OnTick: metrics.TickObserver})
 	if err != nil {
-		return nil, cli.Exit(err.Error(), exitUsage)
+		return nil, cli.Exit(err.Error(), ExitUsage)
 	}
 	metrics.AddScheduler(c.Context, s, users != nil)
 	return s, nil

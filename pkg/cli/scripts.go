@@ -56,10 +56,10 @@ func loadScripts(ctx context.Context, client rueidis.Client, loaded func(*lua.Sc
 		for addr, node := range client.Nodes() {
 			sha, err := node.Do(ctx, node.B().ScriptLoad().Script(s.Source).Build()).ToString()
 			if err != nil {
-				return cli.Exit(fmt.Sprintf("SCRIPT LOAD %s on %s: %v", s.Name, addr, err), exitFailure)
+				return cli.Exit(fmt.Sprintf("SCRIPT LOAD %s on %s: %v", s.Name, addr, err), ExitFailure)
 			}
 			if sha != s.SHA1 {
-				return cli.Exit(fmt.Sprintf("SCRIPT LOAD %s on %s returned %s, expected %s", s.Name, addr, sha, s.SHA1), exitFailure)
+				return cli.Exit(fmt.Sprintf("SCRIPT LOAD %s on %s returned %s, expected %s", s.Name, addr, sha, s.SHA1), ExitFailure)
 			}
 		}
 		if loaded != nil {

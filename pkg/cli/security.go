@@ -86,28 +86,28 @@ func tlsSettings(c *cli.Context, service string) security.TLS {
 	}
 }
 
-// redisOption is the client option for addrs with the command's credentials
+// RedisOption is the client option for addrs with the command's credentials
 // and TLS settings (none on a command without the flags), or, with
 // --redis-sentinels, for the master the sentinels name (sentinel.go). Every
 // command's Redis client is built from it.
-func redisOption(c *cli.Context, addrs []string) (rueidis.ClientOption, error) {
+func RedisOption(c *cli.Context, addrs []string) (rueidis.ClientOption, error) {
 	opt := rueidis.ClientOption{InitAddress: addrs, DisableCache: true, Username: c.String("redis-user")}
 	pass, err := security.Password(c.String("redis-password"), c.String("redis-password-file"), "--redis-password")
 	if err != nil {
-		return opt, cli.Exit(err.Error(), exitUsage)
+		return opt, cli.Exit(err.Error(), ExitUsage)
 	}
 	opt.Password = pass.Reveal()
 	if opt.TLSConfig, err = tlsSettings(c, "redis").Config("--redis-tls"); err != nil {
-		return opt, cli.Exit(err.Error(), exitUsage)
+		return opt, cli.Exit(err.Error(), ExitUsage)
 	}
 	return sentinelOption(c, opt)
 }
 
-// redisError explains a failed connection. Redis' own messages never quote
+// RedisError explains a failed connection. Redis' own messages never quote
 // the password, and neither does rueidis; this only names the cause an
 // operator looks for first. Redis 6+ answers WRONGPASS or NOAUTH, older
 // servers an error about AUTH (security.ClassifyRedis).
-func redisError(c *cli.Context, err error) string {
+func RedisError(c *cli.Context, err error) string {
 	switch security.ClassifyRedis(err) {
 	case security.RefusedLogin:
 		return fmt.Sprintf("authentication failed (user %q; check --redis-user and --redis-password): %s", redisUser(c.String("redis-user")), err)
@@ -132,18 +132,18 @@ func aclMessage(user string, err error) string {
 }
 
 // redisExit is the exit of a command whose Redis call failed with err,
-// message first: exitRefused, saying so and naming the user, when Redis
+// message first: ExitRefused, saying so and naming the user, when Redis
 // refused the login or a permission; else status 1.
 func redisExit(c *cli.Context, message string, err error) error {
 	if security.ClassifyRedis(err) != security.NotRefused {
-		return cli.Exit(message+redisError(c, err), exitRefused)
+		return cli.Exit(message+RedisError(c, err), ExitRefused)
 	}
-	return cli.Exit(message+err.Error(), exitFailure)
+	return cli.Exit(message+err.Error(), ExitFailure)
 }
 
 // refusalAction wraps the action of a command that talks to Redis so that,
 // whatever it was doing, an error that is Redis refusing its login or a
-// permission exits with exitRefused and says so, naming the user, instead
+// permission exits with ExitRefused and says so, naming the user, instead
 // of passing for Redis being unreachable or a generic failure.
 func refusalAction(action cli.ActionFunc) cli.ActionFunc {
 	if action == nil {
@@ -152,13 +152,13 @@ func refusalAction(action cli.ActionFunc) cli.ActionFunc {
 	return func(c *cli.Context) error {
 		err := action(c)
 		var ec cli.ExitCoder
-		if err == nil || errors.As(err, &ec) && ec.ExitCode() == exitRefused || security.ClassifyRedis(err) == security.NotRefused {
+		if err == nil || errors.As(err, &ec) && ec.ExitCode() == ExitRefused || security.ClassifyRedis(err) == security.NotRefused {
 			return err
 		}
 		if security.ClassifyRedis(err) == security.RefusedLogin {
-			return cli.Exit(fmt.Sprintf("Redis refused the login of user %q (check --redis-user and --redis-password): %s", redisUser(c.String("redis-user")), err), exitRefused)
+			return cli.Exit(fmt.Sprintf("Redis refused the login of user %q (check --redis-user and --redis-password): %s", redisUser(c.String("redis-user")), err), ExitRefused)
 		}
-		return cli.Exit(aclMessage(c.String("redis-user"), err), exitRefused)
+		return cli.Exit(aclMessage(c.String("redis-user"), err), ExitRefused)
 	}
 }
 

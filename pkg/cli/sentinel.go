@@ -15,7 +15,7 @@ import (
 
 // Redis Sentinel as a deployment mode (docs/high-availability.md). Every
 // command with a --redis flag also has --redis-sentinels and
-// --redis-master-name (withSecurityFlags adds them), and redisOption turns
+// --redis-master-name (withSecurityFlags adds them), and RedisOption turns
 // them into rueidis' Sentinel client, which asks the sentinels for the
 // master, follows their +switch-master announcements and reconnects to the
 // promoted replica by itself. The data nodes keep --redis-user,
@@ -45,7 +45,7 @@ func sentinelFlags() []cli.Flag {
 
 // sentinelMode reports whether the command is to connect through sentinels.
 func sentinelMode(c *cli.Context) bool {
-	return hasFlag(c, "redis-sentinels") && len(splitList(c.String("redis-sentinels"))) > 0
+	return hasFlag(c, "redis-sentinels") && len(SplitList(c.String("redis-sentinels"))) > 0
 }
 
 // sentinelOption turns opt, the data nodes' option, into a Sentinel
@@ -55,20 +55,20 @@ func sentinelOption(c *cli.Context, opt rueidis.ClientOption) (rueidis.ClientOpt
 	if !hasFlag(c, "redis-sentinels") {
 		return opt, nil
 	}
-	sentinels, name := splitList(c.String("redis-sentinels")), strings.TrimSpace(c.String("redis-master-name"))
+	sentinels, name := SplitList(c.String("redis-sentinels")), strings.TrimSpace(c.String("redis-master-name"))
 	switch {
 	case len(sentinels) == 0 && name == "":
 		return opt, nil
 	case len(sentinels) == 0:
-		return opt, cli.Exit("--redis-master-name needs --redis-sentinels (the sentinels' addresses)", exitUsage)
+		return opt, cli.Exit("--redis-master-name needs --redis-sentinels (the sentinels' addresses)", ExitUsage)
 	case name == "":
-		return opt, cli.Exit("--redis-sentinels needs --redis-master-name (the master set the sentinels monitor)", exitUsage)
+		return opt, cli.Exit("--redis-sentinels needs --redis-master-name (the master set the sentinels monitor)", ExitUsage)
 	case c.IsSet("redis"):
-		return opt, cli.Exit("give --redis (a single Redis or a cluster) or --redis-sentinels (Sentinel), not both", exitUsage)
+		return opt, cli.Exit("give --redis (a single Redis or a cluster) or --redis-sentinels (Sentinel), not both", ExitUsage)
 	}
 	pass, err := sentinelPassword(c)
 	if err != nil {
-		return opt, cli.Exit(err.Error(), exitUsage)
+		return opt, cli.Exit(err.Error(), ExitUsage)
 	}
 	opt.InitAddress = sentinels
 	opt.Sentinel = rueidis.SentinelOption{

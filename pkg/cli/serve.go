@@ -24,7 +24,7 @@ const DefaultListen = "127.0.0.1:8080"
 func serveCommand(env *Env) *cli.Command {
 	flags := []cli.Flag{redisFlag(DefaultRedis), prefixFlag(),
 		altsrc.NewStringFlag(&cli.StringFlag{Name: "listen", EnvVars: []string{"TOPK_LISTEN"}, Value: DefaultListen, Usage: "address of the HTTP API"}),
-		readCacheFlag(),
+		ReadCacheFlag(),
 		brokersFlagNote("", "empty: no event collection, POST /v1/activity answers 503"), activityTopicFlag(),
 		postgresFlag("optional: without it, listing and deleting a user's raw events answer 503"),
 	}
@@ -32,7 +32,7 @@ func serveCommand(env *Env) *cli.Command {
 	flags = append(flags, deleteRedisFlags()...)
 	flags = append(flags, deploymentFlags()...)
 	flags = append(flags, activityStoreFlags()...)
-	flags = append(flags, logFlags("info")...)
+	flags = append(flags, LogFlags("info")...)
 	flags = append(flags, metricsFlag())
 	return withConfig(&cli.Command{
 		Name:  "serve",
@@ -44,7 +44,7 @@ func serveCommand(env *Env) *cli.Command {
 			"See the README section \"HTTP API\" for parameters, responses and status codes.",
 		Flags: flags,
 		Action: func(c *cli.Context) error {
-			log, err := newLogger(c, env)
+			log, err := NewLogger(c, env)
 			if err != nil {
 				return err
 			}
@@ -55,7 +55,7 @@ func serveCommand(env *Env) *cli.Command {
 			defer stopMetrics()
 			ln, err := net.Listen("tcp", c.String("listen"))
 			if err != nil {
-				return cli.Exit(err.Error(), exitFailure)
+				return cli.Exit(err.Error(), ExitFailure)
 			}
 			defer ln.Close()
 			tokens, err := apiTokens(c)
@@ -67,9 +67,9 @@ func serveCommand(env *Env) *cli.Command {
 	})
 }
 
-// readCacheFlag is how long `topk serve` answers a ranking from memory
+// ReadCacheFlag is how long `topk serve` answers a ranking from memory
 // (api.Cache).
-func readCacheFlag() cli.Flag {
+func ReadCacheFlag() cli.Flag {
 	return altsrc.NewDurationFlag(&cli.DurationFlag{Name: "read-cache", EnvVars: []string{"TOPK_READ_CACHE"}, Value: api.DefaultCacheFor,
 		Usage: "answer a ranking from memory for this long before reading Redis again, refreshing it in the background (0: every request reads Redis)"})
 }
@@ -100,13 +100,13 @@ func apiTokens(c *cli.Context) (*api.Tokens, error) {
 	if path := c.String("api-tokens-file"); path != "" {
 		data, err := os.ReadFile(path)
 		if err != nil {
-			return nil, cli.Exit("--api-tokens-file: "+err.Error(), exitUsage)
+			return nil, cli.Exit("--api-tokens-file: "+err.Error(), ExitUsage)
 		}
 		if tokens, err = api.ParseTokens(string(data), path); err != nil {
-			return nil, cli.Exit("--api-tokens-file: "+err.Error(), exitUsage)
+			return nil, cli.Exit("--api-tokens-file: "+err.Error(), ExitUsage)
 		}
 		if tokens.Len() == 0 {
-			return nil, cli.Exit(fmt.Sprintf("--api-tokens-file %s holds no token (lines \"<scopes> <token>\")", path), exitUsage)
+			return nil, cli.Exit(fmt.Sprintf("--api-tokens-file %s holds no token (lines \"<scopes> <token>\")", path), ExitUsage)
 		}
 	}
 	if text := os.Getenv(apiTokensEnv); strings.TrimSpace(text) != "" {
@@ -118,7 +118,7 @@ func apiTokens(c *cli.Context) (*api.Tokens, error) {
 			err = tokens.Merge(more)
 		}
 		if err != nil {
-			return nil, cli.Exit(apiTokensEnv+": "+err.Error(), exitUsage)
+			return nil, cli.Exit(apiTokensEnv+": "+err.Error(), ExitUsage)
 		}
 	}
 	return tokens, nil
@@ -131,7 +131,7 @@ func apiTokens(c *cli.Context) (*api.Tokens, error) {
 func serveHandler(c *cli.Context, st *store.Store, log *slog.Logger, tokens *api.Tokens) (http.Handler, func(), error) {
 	auth := api.Auth{Tokens: tokens, Insecure: c.Bool("insecure-no-auth"), Log: log}
 	if auth.Insecure && tokens.Len() > 0 {
-		return nil, nil, cli.Exit("--insecure-no-auth with API tokens configured (--api-tokens-file, "+apiTokensEnv+"): give one or the other", exitUsage)
+		return nil, nil, cli.Exit("--insecure-no-auth with API tokens configured (--api-tokens-file, "+apiTokensEnv+"): give one or the other", ExitUsage)
 	}
 	users, cells, err := activityStores(c, st)
 	if err != nil {
@@ -147,7 +147,7 @@ func serveHandler(c *cli.Context, st *store.Store, log *slog.Logger, tokens *api
 	if c.String("brokers") != "" {
 		cl, err := kafka.NewClient(kafkaConfig(c))
 		if err != nil {
-			return nil, nil, cli.Exit(err.Error(), exitUsage)
+			return nil, nil, cli.Exit(err.Error(), ExitUsage)
 		}
 		closers = append(closers, cl.Close)
 		act.Producer = cl
@@ -177,7 +177,7 @@ func serveHandler(c *cli.Context, st *store.Store, log *slog.Logger, tokens *api
 	guarded, err := auth.Handler(mux)
 	if err != nil {
 		closeAll()
-		return nil, nil, cli.Exit(err.Error(), exitUsage)
+		return nil, nil, cli.Exit(err.Error(), ExitUsage)
 	}
 	log.Info("activity API", "collection", act.Producer != nil, "raw_events", act.Raw != nil)
 	switch {

@@ -50,19 +50,19 @@ func (c countsDeletingApart) DeleteUser(ctx context.Context, user string) (int, 
 // --redis-delete-user (or its password) is set, and, when act can delete
 // (it has the raw store), checks at start that the deletes' Redis user may
 // run them: it deletes the counters of api.ProbeID, a user no event can
-// have. A user that may not exits with exitRefused, saying which.
+// have. A user that may not exits with ExitRefused, saying which.
 func serveDeletes(c *cli.Context, st *store.Store, users *usercount.Store, act *api.Activity, log *slog.Logger) (func(), error) {
 	closer := func() {}
 	user := c.String("redis-user")
 	if hasFlag(c, "redis-delete-user") && (c.String("redis-delete-user") != "" || c.String("redis-delete-password") != "" || c.String("redis-delete-password-file") != "") {
 		user = c.String("redis-delete-user")
-		opt, err := redisOption(c, splitList(c.String("redis")))
+		opt, err := RedisOption(c, SplitList(c.String("redis")))
 		if err != nil {
 			return nil, err
 		}
 		pass, err := security.Password(c.String("redis-delete-password"), c.String("redis-delete-password-file"), "--redis-delete-password")
 		if err != nil {
-			return nil, cli.Exit(err.Error(), exitUsage)
+			return nil, cli.Exit(err.Error(), ExitUsage)
 		}
 		opt.Username, opt.Password = user, pass.Reveal()
 		client, err := rueidis.NewClient(opt)
@@ -76,11 +76,11 @@ func serveDeletes(c *cli.Context, st *store.Store, users *usercount.Store, act *
 			msg := fmt.Sprintf("the deletes' Redis connection (--redis-delete-user %q): ", redisUser(user))
 			switch security.ClassifyRedis(err) {
 			case security.RefusedLogin:
-				return nil, cli.Exit(msg+fmt.Sprintf("authentication failed (check --redis-delete-user and --redis-delete-password): %s", err), exitRefused)
+				return nil, cli.Exit(msg+fmt.Sprintf("authentication failed (check --redis-delete-user and --redis-delete-password): %s", err), ExitRefused)
 			case security.RefusedACL:
-				return nil, cli.Exit(msg+aclMessage(user, err), exitRefused)
+				return nil, cli.Exit(msg+aclMessage(user, err), ExitRefused)
 			}
-			return nil, cli.Exit(msg+err.Error(), exitFailure)
+			return nil, cli.Exit(msg+err.Error(), ExitFailure)
 		}
 		closer = client.Close
 		act.Counts = countsDeletingApart{Store: users, deleter: usercount.New(client, st.Keys(), users.Options())}
@@ -94,13 +94,13 @@ func serveDeletes(c *cli.Context, st *store.Store, users *usercount.Store, act *
 		closer()
 		what := "DELETE /v1/users/{id}/activity cannot run"
 		if security.ClassifyRedis(err) == security.NotRefused {
-			return nil, cli.Exit(fmt.Sprintf("%s: %v", what, err), exitFailure)
+			return nil, cli.Exit(fmt.Sprintf("%s: %v", what, err), ExitFailure)
 		}
 		hint := ""
 		if !c.IsSet("redis-delete-user") {
 			hint = "; give the deletes their own Redis user with --redis-delete-user (topk-deleter in config/redis-acl.conf)"
 		}
-		return nil, cli.Exit(fmt.Sprintf("%s: %s%s", what, aclMessage(user, err), hint), exitRefused)
+		return nil, cli.Exit(fmt.Sprintf("%s: %s%s", what, aclMessage(user, err), hint), ExitRefused)
 	}
 	log.Info("api: deletes", "redis_user", redisUser(user))
 	return closer, nil
@@ -135,7 +135,7 @@ const serveRetryMax = 5 * time.Second
 // real routes when Redis answers, else with api.Waiting's until it does.
 func serveAPI(c *cli.Context, log *slog.Logger, ln net.Listener, tokens *api.Tokens) error {
 	if c.Bool("insecure-no-auth") && tokens.Len() > 0 {
-		return cli.Exit("--insecure-no-auth with API tokens configured (--api-tokens-file, "+apiTokensEnv+"): give one or the other", exitUsage)
+		return cli.Exit("--insecure-no-auth with API tokens configured (--api-tokens-file, "+apiTokensEnv+"): give one or the other", ExitUsage)
 	}
 	var current swapHandler
 	srv := newHTTPServer(c, &current)
@@ -150,7 +150,7 @@ func serveAPI(c *cli.Context, log *slog.Logger, ln net.Listener, tokens *api.Tok
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if shut := srv.Shutdown(ctx); shut != nil && err == nil {
-			err = cli.Exit(shut.Error(), exitFailure)
+			err = cli.Exit(shut.Error(), ExitFailure)
 		}
 		return err
 	}
@@ -163,7 +163,7 @@ func serveAPI(c *cli.Context, log *slog.Logger, ln net.Listener, tokens *api.Tok
 		}
 		waiting, authErr := api.Auth{Tokens: tokens, Insecure: c.Bool("insecure-no-auth"), Log: log}.Handler(api.Waiting(waitingReason))
 		if authErr != nil {
-			return cli.Exit(authErr.Error(), exitUsage)
+			return cli.Exit(authErr.Error(), ExitUsage)
 		}
 		current.set(metrics.InstrumentHTTP(waiting))
 		down := metrics.AddRedis(notConnected{}) // topk_redis_up 0 meanwhile
@@ -197,7 +197,7 @@ func serveAPI(c *cli.Context, log *slog.Logger, ln net.Listener, tokens *api.Tok
 	case <-c.Context.Done():
 		return stop(nil)
 	case err := <-served:
-		return cli.Exit(err.Error(), exitFailure)
+		return cli.Exit(err.Error(), ExitFailure)
 	}
 }
 
@@ -214,7 +214,7 @@ func waitForRedis(c *cli.Context, log *slog.Logger, served chan error) (*store.S
 			return nil, nil, c.Context.Err()
 		case err := <-served:
 			served <- err // for serveAPI's select, which will not run
-			return nil, nil, cli.Exit(err.Error(), exitFailure)
+			return nil, nil, cli.Exit(err.Error(), ExitFailure)
 		case <-time.After(delay):
 		}
 		st, closeStore, err := openStore(c)
@@ -237,7 +237,7 @@ func waitForRedis(c *cli.Context, log *slog.Logger, served chan error) (*store.S
 // (4) or a bad flag (2).
 func redisUnreachable(err error) bool {
 	var ec cli.ExitCoder
-	return errors.As(err, &ec) && ec.ExitCode() == exitFailure && security.ClassifyRedis(err) == security.NotRefused
+	return errors.As(err, &ec) && ec.ExitCode() == ExitFailure && security.ClassifyRedis(err) == security.NotRefused
 }
 
 // swapHandler serves with the handler last set.

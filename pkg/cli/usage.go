@@ -11,7 +11,7 @@ import (
 	"github.com/topk-dev/topk/pkg/internal/userwords"
 )
 
-// Bad usage exits with exitUsage and one line saying what was wrong and
+// Bad usage exits with ExitUsage and one line saying what was wrong and
 // where the help is, for every command. Left to itself urfave/cli prints
 // the whole help and exits 1 for a bad flag or a missing required flag,
 // and exits 3 ("No help topic") for an unknown command; enforceUsage, which
@@ -19,7 +19,7 @@ import (
 
 // usageError is a bad-usage exit of the command at path ("topk get").
 func usageError(path, format string, args ...any) error {
-	return cli.Exit(fmt.Sprintf(format, args...)+" (see "+path+" --help)", exitUsage)
+	return cli.Exit(fmt.Sprintf(format, args...)+" (see "+path+" --help)", ExitUsage)
 }
 
 // plainError is err's message in the user's words.

@@ -1,7 +1,9 @@
-// Package store is topk's only door to Redis: it runs the Lua scripts of
-// package lua with the keys of package keys, and decodes their replies.
+// Package store keeps the channel counts in Redis: it runs the Lua scripts
+// of package lua with the keys of package keys, and decodes their replies.
 // Ingest writes counts through it, the scheduler refreshes cached rankings
-// through it, and queries read them through it.
+// through it, and queries read them through it. The other Redis data have
+// their own packages: per-user activity (usercount), geo cells (geo),
+// distinct users per channel (uniq), the commit guard's probe (replica).
 package store
 
 import (

@@ -1,4 +1,4 @@
-package cli
+package main
 
 import (
 	"encoding/json"
@@ -9,13 +9,14 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/topk-dev/topk/pkg/bench"
+	topk "github.com/topk-dev/topk/pkg/cli"
 )
 
 func benchMemoryCommand(env *Env) *cli.Command {
 	return &cli.Command{
 		Name:  "memory",
 		Usage: "measure the Redis memory of workload A, written in simulated time: an hour, a day, and 30 days extrapolated",
-		UsageText: "topk bench memory [--mode hour|day|30d] [--rate 200000] [--minutes 60] [--sample-minutes 2] [--hours 24]\n" +
+		UsageText: "topk-bench memory [--mode hour|day|30d] [--rate 200000] [--minutes 60] [--sample-minutes 2] [--hours 24]\n" +
 			"                  [--hour-json FILE] [--report-json FILE] [--redis ADDR] [--json] [--save-json FILE]",
 		Description: "Draws workload A in simulated minutes, pre-aggregates each minute and writes it through the\n" +
 			"ingest path (buckets, running sums, rollup bookkeeping, global summaries) of a store set up as the\n" +
@@ -68,7 +69,7 @@ func benchMemoryCommand(env *Env) *cli.Command {
 // times out still runs in Redis, so retrying it early only queues more.
 const memoryTimeout = 10 * time.Minute
 
-// memoryJSON is the --json output of topk bench memory.
+// memoryJSON is the --json output of topk-bench memory.
 type memoryJSON struct {
 	Machine benchMachine        `json:"machine"`
 	Report  *bench.MemoryReport `json:"report"`
@@ -97,17 +98,17 @@ func benchMemory(c *cli.Context, env *Env) error {
 	}
 	switch {
 	case cfg.Mode != bench.MemoryModeHour && cfg.Mode != bench.MemoryModeDay && cfg.Mode != bench.MemoryMode30d:
-		return cli.Exit(fmt.Sprintf("--mode %q: want hour, day or 30d", cfg.Mode), exitUsage)
+		return cli.Exit(fmt.Sprintf("--mode %q: want hour, day or 30d", cfg.Mode), topk.ExitUsage)
 	case cfg.Rate < 1 || cfg.Hours < 1 || cfg.Minutes < 1 || cfg.Minutes > 60 || cfg.SampleMinutes < 1 || cfg.SampleMinutes > 60 || cfg.K < 1 || cfg.Keep < 0:
-		return cli.Exit("--rate, --hours and --k must be positive, --keep not negative, --minutes and --sample-minutes in [1, 60]", exitUsage)
+		return cli.Exit("--rate, --hours and --k must be positive, --keep not negative, --minutes and --sample-minutes in [1, 60]", topk.ExitUsage)
 	}
 	if path := c.String("hour-json"); path != "" {
 		if cfg.Mode != bench.MemoryModeDay && c.String("report-json") == "" {
-			return cli.Exit("--hour-json goes with --mode day or --report-json", exitUsage)
+			return cli.Exit("--hour-json goes with --mode day or --report-json", topk.ExitUsage)
 		}
 		prev, err := readMemoryJSON(path)
 		if err != nil || prev.Report.Hour == nil {
-			return cli.Exit(fmt.Sprintf("--hour-json %s: not the JSON of a topk bench memory hour run (%v)", path, err), exitUsage)
+			return cli.Exit(fmt.Sprintf("--hour-json %s: not the JSON of a topk-bench memory hour run (%v)", path, err), topk.ExitUsage)
 		}
 		cfg.HourRun = prev.Report.Hour
 	}
@@ -115,7 +116,7 @@ func benchMemory(c *cli.Context, env *Env) error {
 	if path := c.String("report-json"); path != "" {
 		prev, err := readMemoryJSON(path)
 		if err != nil {
-			return cli.Exit(fmt.Sprintf("--report-json %s: %v", path, err), exitUsage)
+			return cli.Exit(fmt.Sprintf("--report-json %s: %v", path, err), topk.ExitUsage)
 		}
 		out = *prev
 		if cfg.HourRun != nil {
@@ -130,7 +131,7 @@ func benchMemory(c *cli.Context, env *Env) error {
 		defer done()
 		rep, err := bench.RunMemory(ctx, client, cfg)
 		if err != nil {
-			return cli.Exit(err.Error(), exitFailure)
+			return cli.Exit(err.Error(), topk.ExitFailure)
 		}
 		out = memoryJSON{machine, rep}
 	}
@@ -141,13 +142,13 @@ func benchMemory(c *cli.Context, env *Env) error {
 			err = os.WriteFile(path, append(data, '\n'), 0o644)
 		}
 		if err != nil {
-			return cli.Exit(fmt.Sprintf("--save-json: %v", err), exitFailure)
+			return cli.Exit(fmt.Sprintf("--save-json: %v", err), topk.ExitFailure)
 		}
 	}
 	if c.Bool("json") {
-		return writeJSON(env, out)
+		return topk.WriteJSON(env, out)
 	}
-	fmt.Fprintf(env.Out, "## topk bench memory\n\nMachine: %s, %d CPUs%s, Go %s, Redis %s (%s).\n\n",
+	fmt.Fprintf(env.Out, "## topk-bench memory\n\nMachine: %s, %d CPUs%s, Go %s, Redis %s (%s).\n\n",
 		machine.OS, machine.CPUs, parens(machine.CPUModel), machine.GoVersion, machine.RedisVersion, machine.Redis)
 	rep.WriteMarkdown(env.Out)
 	return nil

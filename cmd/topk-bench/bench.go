@@ -1,4 +1,4 @@
-package cli
+package main
 
 import (
 	"bufio"
@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/topk-dev/topk/pkg/bench"
+	topk "github.com/topk-dev/topk/pkg/cli"
 	"github.com/topk-dev/topk/pkg/devenv"
 	"github.com/topk-dev/topk/pkg/store"
 )
@@ -29,7 +30,7 @@ func benchAccuracyCommand(env *Env) *cli.Command {
 	return &cli.Command{
 		Name:      "accuracy",
 		Usage:     "compare the global top K with the exact one on Zipf streams over one simulated hour",
-		UsageText: "topk bench accuracy [--skew 0.8,1.0,1.2] [--capacity 2000[,5000,...]] [--redis ADDR] [--json]",
+		UsageText: "topk-bench accuracy [--skew 0.8,1.0,1.2] [--capacity 2000[,5000,...]] [--redis ADDR] [--json]",
 		Description: "For each Zipf exponent (and each capacity) it draws --events events over --items channels\n" +
 			"in --workspaces workspaces, spreads them evenly over 60 simulated minutes and writes them,\n" +
 			"--flush-events at a time, through the ingest path (Prepare + Apply) into Redis: the\n" +
@@ -88,13 +89,13 @@ func benchRedis(c *cli.Context, env *Env, wait time.Duration) (client rueidis.Cl
 	if addr == "" {
 		r, err := devenv.StartRedis(c.Context, devenv.RedisOptions{})
 		if err != nil {
-			return nil, machine, nil, cli.Exit(err.Error(), exitFailure)
+			return nil, machine, nil, cli.Exit(err.Error(), topk.ExitFailure)
 		}
 		stop = func() { _ = r.Stop() }
 		fmt.Fprintf(env.Err, "bench: started redis-server at %s (pid %d)\n", r.Addr(), r.PID())
 		addr, machine.Redis = r.Addr(), "throwaway redis-server"
 	}
-	opt, err := redisOption(c, splitList(addr))
+	opt, err := topk.RedisOption(c, topk.SplitList(addr))
 	if err != nil {
 		stop()
 		return nil, machine, nil, err
@@ -104,24 +105,24 @@ func benchRedis(c *cli.Context, env *Env, wait time.Duration) (client rueidis.Cl
 	}
 	if client, err = rueidis.NewClient(opt); err != nil {
 		stop()
-		return nil, machine, nil, cli.Exit(fmt.Sprintf("cannot reach Redis at %s: %s", addr, redisError(c, err)), exitFailure)
+		return nil, machine, nil, cli.Exit(fmt.Sprintf("cannot reach Redis at %s: %s", addr, topk.RedisError(c, err)), topk.ExitFailure)
 	}
 	done = func() { client.Close(); stop() }
 	if machine.RedisVersion, err = bench.RedisVersion(c.Context, client); err != nil {
 		done()
-		return nil, machine, nil, cli.Exit(err.Error(), exitFailure)
+		return nil, machine, nil, cli.Exit(err.Error(), topk.ExitFailure)
 	}
 	return client, machine, done, nil
 }
 
 func benchAccuracy(c *cli.Context, env *Env) error {
-	skewArgs := splitList(strings.Join(c.StringSlice("skew"), ","))
-	capArgs := splitList(strings.Join(c.StringSlice("capacity"), ","))
+	skewArgs := topk.SplitList(strings.Join(c.StringSlice("skew"), ","))
+	capArgs := topk.SplitList(strings.Join(c.StringSlice("capacity"), ","))
 	var skews []float64
 	for _, s := range skewArgs {
 		f, err := strconv.ParseFloat(s, 64)
 		if err != nil {
-			return cli.Exit(fmt.Sprintf("--skew %q: not a number", s), exitUsage)
+			return cli.Exit(fmt.Sprintf("--skew %q: not a number", s), topk.ExitUsage)
 		}
 		skews = append(skews, f)
 	}
@@ -129,12 +130,12 @@ func benchAccuracy(c *cli.Context, env *Env) error {
 	for _, s := range capArgs {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {
-			return cli.Exit(fmt.Sprintf("--capacity %q: want a positive integer", s), exitUsage)
+			return cli.Exit(fmt.Sprintf("--capacity %q: want a positive integer", s), topk.ExitUsage)
 		}
 		capacities = append(capacities, n)
 	}
 	if len(skews) == 0 || len(capacities) == 0 {
-		return cli.Exit("need at least one --skew and one --capacity", exitUsage)
+		return cli.Exit("need at least one --skew and one --capacity", topk.ExitUsage)
 	}
 	base := bench.AccuracyConfig{
 		Items:       c.Int("items"),
@@ -151,13 +152,13 @@ func benchAccuracy(c *cli.Context, env *Env) error {
 		Progress:    env.Err,
 	}
 	if base.Items < 1 || base.Workspaces < 1 || base.Events < 1 || base.K < 1 || base.FlushEvents < 1 || base.Shards < 1 {
-		return cli.Exit("--items, --workspaces, --events, --k, --flush-events and --shards must be positive", exitUsage)
+		return cli.Exit("--items, --workspaces, --events, --k, --flush-events and --shards must be positive", topk.ExitUsage)
 	}
 	for _, s := range skews {
 		cfg := base
 		cfg.Skew, cfg.Capacity = s, capacities[0]
 		if err := cfg.Validate(); err != nil {
-			return cli.Exit(err.Error(), exitUsage)
+			return cli.Exit(err.Error(), topk.ExitUsage)
 		}
 	}
 
@@ -169,7 +170,7 @@ func benchAccuracy(c *cli.Context, env *Env) error {
 	defer done()
 	command := benchCommandLine(c, skewArgs, capArgs)
 	if !c.Bool("json") {
-		fmt.Fprintf(env.Out, "## topk bench accuracy\n\nCommand: `%s`\n\n", command)
+		fmt.Fprintf(env.Out, "## topk-bench accuracy\n\nCommand: `%s`\n\n", command)
 		fmt.Fprintf(env.Out, "Machine: %s, %d CPUs%s, Go %s, Redis %s (%s).\n\n",
 			machine.OS, machine.CPUs, parens(machine.CPUModel), machine.GoVersion, machine.RedisVersion, machine.Redis)
 	}
@@ -183,7 +184,7 @@ func benchAccuracy(c *cli.Context, env *Env) error {
 			fmt.Fprintf(env.Err, "bench: zipf %.2f m=%d: %d events over %d channels in %d workspaces\n", s, m, cfg.Events, cfg.Items, cfg.Workspaces)
 			rep, err := bench.RunAccuracy(ctx, client, cfg)
 			if err != nil {
-				return cli.Exit(err.Error(), exitFailure)
+				return cli.Exit(err.Error(), topk.ExitFailure)
 			}
 			fmt.Fprintf(env.Err, "bench: zipf %.2f m=%d: done in %.0f s (recall %.3f, max relative error %.2f%%)\n",
 				s, m, rep.WallSeconds, rep.Redis.Recall, 100*rep.Redis.MaxRelErr)
@@ -194,7 +195,7 @@ func benchAccuracy(c *cli.Context, env *Env) error {
 		}
 	}
 	if c.Bool("json") {
-		return writeJSON(env, out)
+		return topk.WriteJSON(env, out)
 	}
 	fmt.Fprintf(env.Out, "### Summary\n\n")
 	bench.WriteSummaryMarkdown(env.Out, out.Reports)
@@ -204,7 +205,7 @@ func benchAccuracy(c *cli.Context, env *Env) error {
 
 // benchCommandLine spells out the run's settings as a command that repeats it.
 func benchCommandLine(c *cli.Context, skews, capacities []string) string {
-	parts := []string{"topk bench accuracy",
+	parts := []string{"topk-bench accuracy",
 		"--skew " + strings.Join(skews, ","),
 		"--items " + strconv.Itoa(c.Int("items")),
 		"--workspaces " + strconv.Itoa(c.Int("workspaces")),

@@ -1,4 +1,4 @@
-package cli
+package main
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/topk-dev/topk/pkg/bench"
+	topk "github.com/topk-dev/topk/pkg/cli"
 	"github.com/topk-dev/topk/pkg/loadgen"
 )
 
@@ -30,7 +31,7 @@ func benchActivityCommand(env *Env) *cli.Command {
 	return &cli.Command{
 		Name:      "activity",
 		Usage:     "user activity path: producer, counters (and archive) workers and count queries against Redis and a broker",
-		UsageText: "topk bench activity [--rate 60000] [--duration 60s] [--warmup 10s] [--workers 2] [--partitions 8] [--query-rate 500] [--raw] [--runs 3] [--json] [--redis ADDR] [--brokers ADDRS]",
+		UsageText: "topk-bench activity [--rate 60000] [--duration 60s] [--warmup 10s] [--workers 2] [--partitions 8] [--query-rate 500] [--raw] [--runs 3] [--json] [--redis ADDR] [--brokers ADDRS]",
 		Description: "Starts a throwaway redis-server and an in-process Kafka broker (or uses --redis and --brokers),\n" +
 			"produces synthetic user activity (--users Zipf users, --geo-share located) at --rate, open loop,\n" +
 			"runs --workers counters workers (per-user and geo counters, as `topk activity ingest`) and with\n" +
@@ -46,7 +47,7 @@ func benchActivityCommand(env *Env) *cli.Command {
 }
 
 func benchActivity(c *cli.Context, env *Env) error {
-	log, err := newLogger(c, env)
+	log, err := topk.NewLogger(c, env)
 	if err != nil {
 		return err
 	}
@@ -66,30 +67,30 @@ func benchActivity(c *cli.Context, env *Env) error {
 		Raw:          c.Bool("raw"),
 		DrainTimeout: c.Duration("drain-timeout"),
 		RedisAddr:    c.String("redis"),
-		Brokers:      splitList(c.String("brokers")),
+		Brokers:      topk.SplitList(c.String("brokers")),
 		Progress:     env.Err,
 	}
 	if c.Int("users") < 1 || c.Float64("rate") <= 0 || c.Int("runs") < 1 || c.Float64("query-rate") < 0 || c.Duration("duration") <= 0 ||
 		c.Duration("warmup") < 0 || c.Duration("drain-timeout") <= 0 {
-		return cli.Exit("--users, --rate, --runs, --duration and --drain-timeout must be positive, --query-rate and --warmup >= 0", exitUsage)
+		return cli.Exit("--users, --rate, --runs, --duration and --drain-timeout must be positive, --query-rate and --warmup >= 0", topk.ExitUsage)
 	}
 	if err := cfg.Validate(); err != nil {
-		return cli.Exit(err.Error(), exitUsage)
+		return cli.Exit(err.Error(), topk.ExitUsage)
 	}
 	command := benchActivityCommandLine(c)
 	fmt.Fprintf(env.Err, "bench: %s\n", command)
 	rep, err := bench.RunActivityReport(c.Context, cfg, c.Int("runs"), log)
 	if err != nil {
-		return cli.Exit(err.Error(), exitFailure)
+		return cli.Exit(err.Error(), topk.ExitFailure)
 	}
-	return benchRun{title: "topk bench activity", command: command, report: rep,
+	return benchRun{title: "topk-bench activity", command: command, report: rep,
 		redisVersion: rep.RedisVersion, redis: rep.Redis, brokers: rep.Brokers}.print(c, env)
 }
 
 // benchActivityCommandLine spells out the run's settings as a command that
 // repeats it.
 func benchActivityCommandLine(c *cli.Context) string {
-	parts := append([]string{"topk bench activity"}, benchFlagWords(c, "users", "skew", "geo-share", "seed", "rate", "duration", "warmup",
+	parts := append([]string{"topk-bench activity"}, benchFlagWords(c, "users", "skew", "geo-share", "seed", "rate", "duration", "warmup",
 		"workers", "partitions", "batch-events", "batch-age", "query-rate", "drain-timeout", "runs")...)
 	if c.Bool("raw") {
 		parts = append(parts, "--raw")

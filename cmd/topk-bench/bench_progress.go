@@ -1,8 +1,9 @@
-package cli
+package main
 
 import (
 	"github.com/urfave/cli/v2"
 
+	topk "github.com/topk-dev/topk/pkg/cli"
 	"github.com/topk-dev/topk/pkg/progress"
 )
 
@@ -13,7 +14,7 @@ import (
 // Results still go to env.Out.
 func benchProgress(env *Env, run func(*cli.Context, *Env) error) cli.ActionFunc {
 	return func(c *cli.Context) error {
-		bar, _ := progressBar(env)
+		bar, _ := topk.ProgressBar(env)
 		benv := *env
 		benv.Err = progress.Lines(bar)
 		defer bar.Keep()

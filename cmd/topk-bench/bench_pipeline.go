@@ -1,4 +1,4 @@
-package cli
+package main
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/topk-dev/topk/pkg/api"
 	"github.com/topk-dev/topk/pkg/bench"
+	topk "github.com/topk-dev/topk/pkg/cli"
 	"github.com/topk-dev/topk/pkg/keys"
 	"github.com/topk-dev/topk/pkg/scheduler"
 )
@@ -24,10 +25,10 @@ func benchPipelineCommand(env *Env) *cli.Command {
 	flags = append(flags, benchRunFlags("ingest workers")...)
 	flags = append(flags,
 		&cli.DurationFlag{Name: "interval", Value: scheduler.DefaultInterval, Usage: "scheduler refresh interval"},
-		&cli.IntFlag{Name: "k", Value: DefaultK, Usage: "entries kept in each cached ranking"},
+		&cli.IntFlag{Name: "k", Value: topk.DefaultK, Usage: "entries kept in each cached ranking"},
 		&cli.StringFlag{Name: "read-via", Value: bench.ReadRedis, Usage: "how the cached reads are made: redis (ZRANGE of a random workspace's top key), http (GET /v1/top of a random workspace) or http-trending (GET /trending), the HTTP ones through topk serve's handler on loopback"},
 		&cli.StringFlag{Name: "read-window", Value: keys.Window1h, Usage: "window the cached reads ask for: " + strings.Join(api.Windows, ", ") + " (the scheduler recomputes the long ones at their default cadence, 24h every minute: warm up longer than that)"},
-		readCacheFlag(),
+		topk.ReadCacheFlag(),
 		&cli.Float64Flag{Name: "query-rate", Value: bench.DefaultQueryRate, Usage: "cached reads per second while ingest runs (0: none)"},
 		&cli.DurationFlag{Name: "marker-every", Value: bench.DefaultMarkerEvery, Usage: "period of the freshness marker events"},
 		&cli.BoolFlag{Name: "naive", Usage: "also run the naive baseline (one ZINCRBY + EXPIREAT per event) on the same load"},
@@ -46,7 +47,7 @@ func benchPipelineCommand(env *Env) *cli.Command {
 	return &cli.Command{
 		Name:      "pipeline",
 		Usage:     "end-to-end benchmark: producer, ingest workers, scheduler and readers against Redis and a broker",
-		UsageText: "topk bench pipeline [--workload A|B] [--rate 50000] [--duration 60s] [--warmup 10s] [--workers 2] [--partitions 8] [--read-via redis|http|http-trending] [--read-window 1h|24h|7d|30d|all] [--runs 3] [--naive] [--profile] [--search] [--drain 2000000] [--json] [--redis ADDR] [--brokers ADDRS]",
+		UsageText: "topk-bench pipeline [--workload A|B] [--rate 50000] [--duration 60s] [--warmup 10s] [--workers 2] [--partitions 8] [--read-via redis|http|http-trending] [--read-window 1h|24h|7d|30d|all] [--runs 3] [--naive] [--profile] [--search] [--drain 2000000] [--json] [--redis ADDR] [--brokers ADDRS]",
 		Description: "Starts a throwaway redis-server and an in-process Kafka broker (or uses --redis and --brokers),\n" +
 			"produces the workload at the offered --rate (0: as fast as possible), runs --workers ingest\n" +
 			"workers and the scheduler in this process, and measures after --warmup, for --duration:\n" +
@@ -64,7 +65,7 @@ func benchPipelineCommand(env *Env) *cli.Command {
 }
 
 func benchPipeline(c *cli.Context, env *Env) error {
-	log, err := newLogger(c, env)
+	log, err := topk.NewLogger(c, env)
 	if err != nil {
 		return err
 	}
@@ -92,27 +93,27 @@ func benchPipeline(c *cli.Context, env *Env) error {
 		NaiveChunk:  c.Int("naive-chunk"),
 		Drain:       int64(c.Int("drain")),
 		RedisAddr:   c.String("redis"),
-		Brokers:     splitList(c.String("brokers")),
+		Brokers:     topk.SplitList(c.String("brokers")),
 		Progress:    env.Err,
 	}
 	if c.Int("workspaces") < 0 || c.Int("channels") < 0 || c.Int("runs") < 1 || c.Int("naive-chunk") < 1 || c.Float64("query-rate") < 0 || c.Int("drain") < 0 {
-		return cli.Exit("--workspaces, --channels and --drain must be >= 0, --runs and --naive-chunk >= 1, --query-rate >= 0", exitUsage)
+		return cli.Exit("--workspaces, --channels and --drain must be >= 0, --runs and --naive-chunk >= 1, --query-rate >= 0", topk.ExitUsage)
 	}
 	if c.Int("drain") > 0 && (c.Bool("search") || c.Bool("profile")) {
-		return cli.Exit("--drain does not combine with --search or --profile", exitUsage)
+		return cli.Exit("--drain does not combine with --search or --profile", topk.ExitUsage)
 	}
 	if c.Duration("warmup") < 0 || c.Duration("duration") <= 0 || c.Duration("batch-age") <= 0 || c.Duration("interval") <= 0 || c.Duration("marker-every") <= 0 {
-		return cli.Exit("--duration, --batch-age, --interval and --marker-every must be positive, --warmup >= 0", exitUsage)
+		return cli.Exit("--duration, --batch-age, --interval and --marker-every must be positive, --warmup >= 0", topk.ExitUsage)
 	}
 	if err := cfg.Validate(); err != nil {
-		return cli.Exit(err.Error(), exitUsage)
+		return cli.Exit(err.Error(), topk.ExitUsage)
 	}
 	var search *bench.SearchConfig
 	if c.Bool("search") {
 		search = &bench.SearchConfig{Start: c.Float64("search-start"), Factor: c.Float64("search-factor"),
 			Duration: c.Duration("search-duration"), Warmup: c.Duration("search-warmup"), MaxSteps: c.Int("search-steps")}
 		if search.Start < 0 || search.Factor <= 1 || search.Duration <= 0 || search.Warmup < 0 || search.MaxSteps < 1 {
-			return cli.Exit("--search-start must be >= 0, --search-factor > 1, --search-duration > 0, --search-steps >= 1", exitUsage)
+			return cli.Exit("--search-start must be >= 0, --search-factor > 1, --search-duration > 0, --search-steps >= 1", topk.ExitUsage)
 		}
 	}
 
@@ -120,16 +121,16 @@ func benchPipeline(c *cli.Context, env *Env) error {
 	fmt.Fprintf(env.Err, "bench: %s\n", command)
 	rep, err := bench.RunPipelineReport(c.Context, cfg, c.Int("runs"), search, log)
 	if err != nil {
-		return cli.Exit(err.Error(), exitFailure)
+		return cli.Exit(err.Error(), topk.ExitFailure)
 	}
-	return benchRun{title: "topk bench pipeline", command: command, report: rep,
+	return benchRun{title: "topk-bench pipeline", command: command, report: rep,
 		redisVersion: rep.RedisVersion, redis: rep.Redis, brokers: rep.Brokers}.print(c, env)
 }
 
 // benchPipelineCommandLine spells out the run's settings as a command that
 // repeats it.
 func benchPipelineCommandLine(c *cli.Context) string {
-	parts := []string{"topk bench pipeline",
+	parts := []string{"topk-bench pipeline",
 		"--workload " + strings.ToUpper(c.String("workload")),
 	}
 	for _, name := range []string{"workspaces", "channels"} {

@@ -1,6 +1,6 @@
-package cli
+package main
 
-// What `topk bench pipeline` and `topk bench activity` share: both run a
+// What `topk-bench pipeline` and `topk-bench activity` share: both run a
 // producer and consumer workers against Redis and a broker for a warm-up and
 // a measured period, so they take the same flags for that, spell a run back
 // as a command the same way and print their reports under the same header.
@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/topk-dev/topk/pkg/bench"
+	topk "github.com/topk-dev/topk/pkg/cli"
 	"github.com/topk-dev/topk/pkg/ingest"
 )
 
@@ -39,7 +40,7 @@ func benchServiceFlags() []cli.Flag {
 		&cli.StringFlag{Name: "brokers", Usage: "Kafka seed brokers, comma-separated (empty: start an in-process kfake broker); topics are created and deleted per run"},
 		&cli.BoolFlag{Name: "json", Usage: "print JSON for machines"},
 	}
-	return append(flags, logFlags("warn")...)
+	return append(flags, topk.LogFlags("warn")...)
 }
 
 // benchQueryRate is --query-rate as the configs take it: the flag's 0 means
@@ -90,7 +91,7 @@ type benchRunJSON struct {
 
 // benchRun is a finished benchmark to print.
 type benchRun struct {
-	title   string // "topk bench pipeline"
+	title   string // "topk-bench pipeline"
 	command string // the command that repeats the run
 	report  interface{ WriteMarkdown(io.Writer) }
 
@@ -103,7 +104,7 @@ func (r benchRun) print(c *cli.Context, env *Env) error {
 	machine := benchMachine{CPUs: runtime.NumCPU(), CPUModel: cpuModel(), GoVersion: runtime.Version(),
 		OS: runtime.GOOS + "/" + runtime.GOARCH, RedisVersion: r.redisVersion, Redis: r.redis}
 	if c.Bool("json") {
-		return writeJSON(env, benchRunJSON{Command: r.command, Machine: machine, Report: r.report})
+		return topk.WriteJSON(env, benchRunJSON{Command: r.command, Machine: machine, Report: r.report})
 	}
 	fmt.Fprintf(env.Out, "## %s\n\nCommand: `%s`\n\n", r.title, r.command)
 	fmt.Fprintf(env.Out, "Machine: %s, %d CPUs%s, GOMAXPROCS %d, Go %s, Redis %s (%s), broker %s.\n\n",

@@ -1,4 +1,4 @@
-package cli
+package main
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/topk-dev/topk/pkg/bench"
+	topk "github.com/topk-dev/topk/pkg/cli"
 	"github.com/topk-dev/topk/pkg/window"
 )
 
@@ -17,7 +18,7 @@ func benchWindowsCommand(env *Env) *cli.Command {
 	return &cli.Command{
 		Name:      "windows",
 		Usage:     "check every window (1h, 24h, 7d, 30d, all) against exact counts over a simulated 35-day stream",
-		UsageText: "topk bench windows [--days 35] [--step 10m] [--keep 500] [--redis ADDR] [--json]",
+		UsageText: "topk-bench windows [--days 35] [--step 10m] [--keep 500] [--redis ADDR] [--json]",
 		Description: "Simulates --days days of activity in compressed time: heavy workspaces (Zipf channels, so\n" +
 			"hour and day buckets truncate), small ones (nothing truncates) and idle ones (active on 3 days),\n" +
 			"with a daily and weekly rhythm, channels that trend for a day or a week, and late events\n" +
@@ -93,10 +94,10 @@ func benchWindows(c *cli.Context, env *Env) error {
 	if cfg.Days < 1 || cfg.K < 1 || cfg.Keep < 1 || cfg.Capacity < 1 || cfg.Shards < 1 || cfg.HeavyChannels < 1 ||
 		cfg.SmallChannels < 1 || cfg.HeavyRate <= 0 || cfg.SmallRate <= 0 || cfg.Step <= 0 || cfg.Batch <= 0 || cfg.Checkpoint <= 0 ||
 		cfg.LateSpan <= 0 || cfg.Lateness <= 0 || cfg.Expire == 0 || cfg.TrendBoost <= 0 || cfg.Skew < 0 {
-		return cli.Exit("--days, --k, --keep, --capacity, --shards, the channels, rates, durations and --trend-boost must be positive", exitUsage)
+		return cli.Exit("--days, --k, --keep, --capacity, --shards, the channels, rates, durations and --trend-boost must be positive", topk.ExitUsage)
 	}
 	if err := cfg.Validate(); err != nil {
-		return cli.Exit(err.Error(), exitUsage)
+		return cli.Exit(err.Error(), topk.ExitUsage)
 	}
 	client, machine, done, err := benchRedis(c, env, 0)
 	if err != nil {
@@ -106,10 +107,10 @@ func benchWindows(c *cli.Context, env *Env) error {
 	command := benchWindowsCommandLine(c)
 	rep, err := bench.RunWindows(c.Context, client, cfg)
 	if err != nil {
-		return cli.Exit(err.Error(), exitFailure)
+		return cli.Exit(err.Error(), topk.ExitFailure)
 	}
 	if c.Bool("json") {
-		if err := writeJSON(env, struct {
+		if err := topk.WriteJSON(env, struct {
 			Command string               `json:"command"`
 			Machine benchMachine         `json:"machine"`
 			Report  *bench.WindowsReport `json:"report"`
@@ -117,13 +118,13 @@ func benchWindows(c *cli.Context, env *Env) error {
 			return err
 		}
 	} else {
-		fmt.Fprintf(env.Out, "## topk bench windows\n\nCommand: `%s`\n\n", command)
+		fmt.Fprintf(env.Out, "## topk-bench windows\n\nCommand: `%s`\n\n", command)
 		fmt.Fprintf(env.Out, "Machine: %s, %d CPUs%s, Go %s, Redis %s (%s).\n\n",
 			machine.OS, machine.CPUs, parens(machine.CPUModel), machine.GoVersion, machine.RedisVersion, machine.Redis)
 		rep.WriteMarkdown(env.Out)
 	}
 	if rep.ViolationCount > 0 {
-		return cli.Exit(fmt.Sprintf("bench windows: %d violations of the documented bounds", rep.ViolationCount), exitFailure)
+		return cli.Exit(fmt.Sprintf("bench windows: %d violations of the documented bounds", rep.ViolationCount), topk.ExitFailure)
 	}
 	return nil
 }
@@ -131,7 +132,7 @@ func benchWindows(c *cli.Context, env *Env) error {
 // benchWindowsCommandLine spells out the run's settings as a command that
 // repeats it.
 func benchWindowsCommandLine(c *cli.Context) string {
-	parts := []string{"topk bench windows"}
+	parts := []string{"topk-bench windows"}
 	for _, f := range c.Command.Flags {
 		name := f.Names()[0]
 		switch name {
