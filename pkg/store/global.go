@@ -621,21 +621,12 @@ func (s *Store) ReadGlobal(ctx context.Context, win string, n int) (GlobalResult
 	if n <= 0 {
 		stop = -1
 	}
-	resp := s.c.DoMulti(ctx,
-		s.c.B().Multi().Build(),
+	replies, err := s.readTogether(ctx,
 		s.c.B().Hgetall().Key(g.TopMeta(win)).Build(),
 		s.c.B().Zrange().Key(g.Top(win)).Min("0").Max(strconv.FormatInt(stop, 10)).Rev().Withscores().Build(),
-		s.c.B().Hgetall().Key(g.TopErr(win)).Build(),
-		s.c.B().Exec().Build(),
-	)
-	for _, r := range resp {
-		if err := r.Error(); err != nil {
-			return GlobalResult{}, fmt.Errorf("store.read_global: %w", err)
-		}
-	}
-	replies, err := resp[4].ToArray()
-	if err != nil || len(replies) != 3 {
-		return GlobalResult{}, fmt.Errorf("store.read_global: %w: EXEC reply %v", ErrBadReply, err)
+		s.c.B().Hgetall().Key(g.TopErr(win)).Build())
+	if err != nil {
+		return GlobalResult{}, fmt.Errorf("store.read_global: %w", err)
 	}
 	meta, err := replies[0].AsStrMap()
 	if err != nil {

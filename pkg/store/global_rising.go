@@ -144,22 +144,13 @@ func (s *Store) ReadGlobalRising(ctx context.Context, n int) (GlobalRising, erro
 	if n <= 0 {
 		stop = -1
 	}
-	resp := s.c.DoMulti(ctx,
-		s.c.B().Multi().Build(),
+	replies, err := s.readTogether(ctx,
 		s.c.B().Hgetall().Key(g.TopMeta(keys.Rising)).Build(),
 		s.c.B().Zrange().Key(g.Top(keys.Rising)).Min("0").Max(strconv.FormatInt(stop, 10)).Rev().Withscores().Build(),
 		s.c.B().Hgetall().Key(g.TopErr(keys.Rising)).Build(),
-		s.c.B().Hgetall().Key(g.RisingPrev()).Build(),
-		s.c.B().Exec().Build(),
-	)
-	for _, r := range resp {
-		if err := r.Error(); err != nil {
-			return GlobalRising{}, fmt.Errorf("store.read_global_rising: %w", err)
-		}
-	}
-	replies, err := resp[5].ToArray()
-	if err != nil || len(replies) != 4 {
-		return GlobalRising{}, fmt.Errorf("store.read_global_rising: %w: EXEC reply %v", ErrBadReply, err)
+		s.c.B().Hgetall().Key(g.RisingPrev()).Build())
+	if err != nil {
+		return GlobalRising{}, fmt.Errorf("store.read_global_rising: %w", err)
 	}
 	meta, err1 := replies[0].AsStrMap()
 	zs, err2 := replies[1].AsZScores()

@@ -104,21 +104,12 @@ func (s *Store) ReadTop(ctx context.Context, ws, win string, n int) (Result, err
 	if err != nil && !rueidis.IsRedisNil(err) {
 		return Result{}, fmt.Errorf("store.read_top: beat: %w", err)
 	}
-	resp := s.c.DoMulti(ctx,
-		s.c.B().Multi().Build(),
+	replies, err := s.readTogether(ctx,
 		s.c.B().Hgetall().Key(wk.TopMeta(win)).Build(),
 		s.c.B().Zrange().Key(wk.Top(win)).Min("0").Max(strconv.FormatInt(stop, 10)).Rev().Withscores().Build(),
-		s.c.B().Hgetall().Key(wk.TopErr(win)).Build(),
-		s.c.B().Exec().Build(),
-	)
-	for _, r := range resp {
-		if err := r.Error(); err != nil {
-			return Result{}, fmt.Errorf("store.read_top: %w", err)
-		}
-	}
-	replies, err := resp[4].ToArray()
-	if err != nil || len(replies) != 3 {
-		return Result{}, fmt.Errorf("store.read_top: %w: EXEC reply %v", ErrBadReply, err)
+		s.c.B().Hgetall().Key(wk.TopErr(win)).Build())
+	if err != nil {
+		return Result{}, fmt.Errorf("store.read_top: %w", err)
 	}
 	meta, err := replies[0].AsStrMap()
 	if err != nil {
@@ -186,4 +177,25 @@ func decodeMeta(m map[string]string) (Result, error) {
 	}
 	r.K = k
 	return r, err
+}
+
+// readTogether sends cmds in one MULTI/EXEC, so that what they read belongs
+// together (a ranking and its metadata, a sum and its marker), and returns
+// their replies in order.
+func (s *Store) readTogether(ctx context.Context, cmds ...rueidis.Completed) ([]rueidis.RedisMessage, error) {
+	all := make(rueidis.Commands, 0, len(cmds)+2)
+	all = append(all, s.c.B().Multi().Build())
+	all = append(all, cmds...)
+	all = append(all, s.c.B().Exec().Build())
+	resp := s.c.DoMulti(ctx, all...)
+	for _, r := range resp {
+		if err := r.Error(); err != nil {
+			return nil, err
+		}
+	}
+	replies, err := resp[len(resp)-1].ToArray()
+	if err != nil || len(replies) != len(cmds) {
+		return nil, fmt.Errorf("%w: EXEC reply %v", ErrBadReply, err)
+	}
+	return replies, nil
 }

@@ -160,22 +160,13 @@ func (s *Store) readHourSum(ctx context.Context, wk keys.Workspace, now time.Tim
 	if !whole {
 		read = s.c.B().Zrange().Key(wk.WinCand(win)).Min("+inf").Max("-inf").Byscore().Rev().Withscores().Build()
 	}
-	resp := s.c.DoMulti(ctx,
-		s.c.B().Multi().Build(),
+	replies, err := s.readTogether(ctx,
 		s.c.B().Get().Key(wk.WinThrough(win)).Build(),
 		s.c.B().Get().Key(wk.WinFloor(win)).Build(),
 		s.c.B().Zrange().Key(wk.WinMinutes(win)).Min("0").Max("0").Build(),
-		read,
-		s.c.B().Exec().Build(),
-	)
-	for _, r := range resp {
-		if err := r.Error(); err != nil {
-			return hourSum{}, 0, err
-		}
-	}
-	replies, err := resp[5].ToArray()
-	if err != nil || len(replies) != 4 {
-		return hourSum{}, 0, fmt.Errorf("%w: EXEC reply %v", ErrBadReply, err)
+		read)
+	if err != nil {
+		return hourSum{}, 0, err
 	}
 	start := window.Hour.First(now)
 	if through, err := replies[0].AsInt64(); err == nil {
