@@ -12,8 +12,8 @@ import (
 // packages are the packages under pkg/, whose errors start with their
 // operation ("store.read_top: ", "rawstore.List: ", "usercount: ").
 var packages = []string{"activity", "activityingest", "api", "bench", "cli", "devenv", "doctor", "events", "geo",
-	"ingest", "internal", "kafka", "keys", "loadgen", "metrics", "progress", "rawstore", "scheduler", "security",
-	"sketch", "store", "usercount", "window"}
+	"ingest", "internal", "kafka", "keys", "loadgen", "metrics", "progress", "rawstore", "replica", "scheduler", "security",
+	"sketch", "store", "uniq", "usercount", "window"}
 
 // operation matches those operations, at the start of a message or of a
 // cause (after ": "). They say where in topk an error arose, which logs
