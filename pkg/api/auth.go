@@ -371,7 +371,7 @@ func unrouted(w http.ResponseWriter, r *http.Request, pattern func(*http.Request
 		}
 	}
 	if len(allow) == 0 {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("no route %.200q: see the README, \"HTTP API\", for the routes", r.URL.Path))
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no route %.200q: see docs/http-api.md for the routes", r.URL.Path))
 		return
 	}
 	w.Header().Set("Allow", strings.Join(allow, ", "))

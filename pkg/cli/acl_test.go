@@ -502,15 +502,15 @@ func TestACLRefusalsSaySo(t *testing.T) {
 	})
 }
 
-// TestREADMEQuotesTheShippedACL: the README's "Minimal Redis ACLs" lines
+// TestDocsQuoteTheShippedACL: docs/deploying.md's "Minimal Redis ACLs" lines
 // are config/redis-acl.conf's, so the documented permissions are the ones
 // TestACLRunsTheProduct runs the product with.
-func TestREADMEQuotesTheShippedACL(t *testing.T) {
+func TestDocsQuoteTheShippedACL(t *testing.T) {
 	conf, err := os.ReadFile("../../config/redis-acl.conf")
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/deploying.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -529,12 +529,12 @@ func TestREADMEQuotesTheShippedACL(t *testing.T) {
 	}
 	for user, line := range shipped {
 		if quoted[user] != line {
-			t.Errorf("README quotes %s as\n%s\nconfig/redis-acl.conf has\n%s", user, quoted[user], line)
+			t.Errorf("docs/deploying.md quotes %s as\n%s\nconfig/redis-acl.conf has\n%s", user, quoted[user], line)
 		}
 	}
 	for user := range quoted {
 		if _, ok := shipped[user]; !ok {
-			t.Errorf("README quotes a user %s that config/redis-acl.conf lacks", user)
+			t.Errorf("docs/deploying.md quotes a user %s that config/redis-acl.conf lacks", user)
 		}
 	}
 }

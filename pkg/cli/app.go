@@ -1,7 +1,7 @@
 // Package cli is the topk command line: one constructor per subcommand, all
 // writing to the injected Env so tests can run commands in-process.
 //
-// Exit statuses are the table below (README "The CLI" repeats it); App
+// Exit statuses are the table below (docs/cli.md repeats it); App
 // turns every usage error urfave/cli finds (an unknown command or flag, a
 // bad flag value, a missing required flag) into ExitUsage with a one-line
 // message instead of the whole help, and ExitStatus is what main exits with.
@@ -17,7 +17,7 @@ import (
 	"github.com/topk-dev/topk/pkg/internal/httpserver"
 )
 
-// Exit statuses: the one table of them (README "The CLI").
+// Exit statuses: the one table of them (docs/cli.md).
 const (
 	// ExitFailure: the command could not do its job, e.g. Redis or
 	// PostgreSQL unreachable (the message names the address), a write

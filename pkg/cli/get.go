@@ -24,7 +24,7 @@ func getCommand(env *Env) *cli.Command {
 		Usage:     "print a workspace's (or the global) cached top channels over a window",
 		UsageText: "topk get --workspace W [--window 1h|24h|7d|30d|all] [--k N] [--json]\n   topk get --workspace W --by growth [--min N] [--k N] [--json]\n   topk get --workspace W --by users [--k N] [--json]\n   topk get --global [--window W] [--by growth] [--k N] [--json]",
 		Description: "--json prints the answer of GET /v1/top (GET /v1/top/global with --global), the same\n" +
-			"fields and types (README \"HTTP API\"). --by growth ranks the channels whose count grew most\n" +
+			"fields and types (docs/http-api.md). --by growth ranks the channels whose count grew most\n" +
 			"from the hour before to the last hour, among those with at least --min events in the last hour.",
 		Flags: []cli.Flag{
 			redisFlag(DefaultRedis), prefixFlag(),

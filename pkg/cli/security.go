@@ -127,7 +127,7 @@ func redisUser(user string) string {
 
 // aclMessage says that Redis' ACL refused user what err names.
 func aclMessage(user string, err error) string {
-	return fmt.Sprintf("permission denied by Redis ACL: user %q lacks %s (config/redis-acl.conf lists what each topk command's user needs; README \"Minimal Redis ACLs\"): %s",
+	return fmt.Sprintf("permission denied by Redis ACL: user %q lacks %s (config/redis-acl.conf lists what each topk command's user needs; docs/deploying.md, \"Minimal Redis ACLs\"): %s",
 		redisUser(user), security.RedisDenied(err), err)
 }
 

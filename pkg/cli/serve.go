@@ -41,7 +41,7 @@ func serveCommand(env *Env) *cli.Command {
 			"Credentials: bearer tokens from --api-tokens-file or the TOPK_API_TOKENS variable, each with\n" +
 			"scopes read, collect (POST /v1/activity) or admin (DELETE); without tokens the rankings, series\n" +
 			"and page are open and every other route answers 401, unless --insecure-no-auth.\n" +
-			"See the README section \"HTTP API\" for parameters, responses and status codes.",
+			"See docs/http-api.md for parameters, responses and status codes.",
 		Flags: flags,
 		Action: func(c *cli.Context) error {
 			log, err := NewLogger(c, env)

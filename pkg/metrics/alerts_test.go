@@ -16,7 +16,7 @@ import (
 	"github.com/topk-dev/topk/pkg/ingest"
 )
 
-// alertRules is the README's "Example alert rules" block.
+// alertRules is docs/metrics.md's "Example alert rules" block.
 type alertRules struct {
 	Groups []struct {
 		Name  string
@@ -53,18 +53,18 @@ func exportedNames(t *testing.T) map[string]bool {
 	return names
 }
 
-// TestExampleAlertRules parses the README's example alert rules: valid
+// TestExampleAlertRules parses docs/metrics.md's example alert rules: valid
 // YAML, each rule named, with an expression over metrics topk exports
 // (histograms by their _bucket, _count or _sum series), a duration and a
 // severity; and one fires when every ingest worker is down.
 func TestExampleAlertRules(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/metrics.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(readme), "### Example alert rules")
+	_, section, ok := strings.Cut(string(readme), "## Example alert rules")
 	if !ok {
-		t.Fatal(`README has no "### Example alert rules"`)
+		t.Fatal(`docs/metrics.md has no "## Example alert rules"`)
 	}
 	_, block, ok := strings.Cut(section, "```yaml\n")
 	if block, _, ok = strings.Cut(block, "```"); !ok {

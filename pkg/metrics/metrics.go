@@ -6,7 +6,7 @@
 // OnFlush, scheduler.Params' OnTick), so nothing is counted twice and the
 // hot paths gain no bookkeeping of their own.
 //
-// The metrics (see the README's "Metrics and logs" for their meaning and
+// The metrics (see docs/metrics.md for their meaning and
 // example alerts):
 //
 //	topk_ingest_records_consumed_total{group}                    counter

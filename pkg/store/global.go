@@ -76,7 +76,7 @@ const (
 //
 // Memory: a TOPK takes width*depth*8 bytes of counters, plus k*24 bytes of
 // heap and its items' names; for k = 3000, 24,020 x 9 counters, about
-// 1.9 MB a key (see the README's global view section).
+// 1.9 MB a key (see docs/global-view.md).
 func BloomSize(k int) (width, depth int) {
 	lk := math.Log(float64(max(k, 1)))
 	width = max(8, int(math.Ceil(float64(k)*lk)))
