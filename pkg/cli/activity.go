@@ -20,6 +20,7 @@ import (
 	"github.com/topk-dev/topk/pkg/ingest"
 	"github.com/topk-dev/topk/pkg/loadgen"
 	"github.com/topk-dev/topk/pkg/rawstore"
+	"github.com/topk-dev/topk/pkg/replica"
 	"github.com/topk-dev/topk/pkg/store"
 	"github.com/topk-dev/topk/pkg/usercount"
 )
@@ -92,6 +93,18 @@ func activityStores(c *cli.Context, st *store.Store) (*usercount.Store, *geo.Sto
 	return usercount.New(st.Client(), st.Keys(), o), cells, nil
 }
 
+// activityCounters makes a counters sink per worker life, over the stores
+// of writeStore (pinned to the master when the commit guard is on).
+func activityCounters(c *cli.Context, st *store.Store, guard *replica.Guard) func() (ingest.Sink, error) {
+	return func() (ingest.Sink, error) {
+		users, cells, err := activityStores(c, writeStore(st, guard))
+		if err != nil {
+			return nil, err
+		}
+		return activityingest.NewCounters(users, cells, c.Duration("lateness"), c.Duration("max-skew"))
+	}
+}
+
 // openRaw opens the raw event store at --postgres and creates its schema.
 func openRaw(c *cli.Context) (*rawstore.Postgres, error) {
 	dsn := c.String("postgres")
@@ -130,20 +143,18 @@ func activityIngestCommand(env *Env) *cli.Command {
 			"at least once. Invalid and late events go to the dead-letter topic.",
 		Flags: flags,
 		Action: serviceAction(env, func(c *cli.Context, st *store.Store, log *slog.Logger) error {
-			users, cells, err := activityStores(c, st)
-			if err != nil {
-				return err
+			if _, _, err := activityStores(c, st); err != nil {
+				return err // bad flags, before anything starts
 			}
 			cs := flagConsumers(c, c.String("activity-topic"))
 			if cs.dlq == "" {
 				cs.dlq = activity.DLQTopic
 			}
+			var err error
 			if cs.guard, err = commitGuard(c, st, log); err != nil {
 				return err
 			}
-			workers, err := newWorkers(c, cs, log, func() (ingest.Sink, error) {
-				return activityingest.NewCounters(users, cells, c.Duration("lateness"), c.Duration("max-skew"))
-			})
+			workers, err := newWorkers(c, cs, log, activityCounters(c, st, cs.guard))
 			if err != nil {
 				return err
 			}

@@ -36,7 +36,7 @@ func ingestCommand(env *Env) *cli.Command {
 			}
 			cs := flagConsumers(c, c.String("topic"))
 			cs.guard = guard
-			workers, err := newWorkers(c, cs, log, channelSink(c, st))
+			workers, err := newWorkers(c, cs, log, channelSink(c, st, guard))
 			if err != nil {
 				return err
 			}
@@ -96,10 +96,11 @@ func newWorkers(c *cli.Context, cs consumers, log *slog.Logger, newSink func() (
 
 // channelSink makes the channel pipeline's sinks over st, with the
 // command's time settings and per-user cap.
-func channelSink(c *cli.Context, st *store.Store) func() (ingest.Sink, error) {
+func channelSink(c *cli.Context, st *store.Store, guard *replica.Guard) func() (ingest.Sink, error) {
 	return func() (ingest.Sink, error) {
-		return ingest.NewChannelSink(st, ingest.ChannelOptions{Lateness: c.Duration("lateness"), MaxSkew: c.Duration("max-skew"),
-			UserMinuteCap: c.Int("user-minute-cap"), GlobalAge: c.Duration("global-age"), Users: uniqueUsers(c, st)})
+		w := writeStore(st, guard) // once per worker life
+		return ingest.NewChannelSink(w, ingest.ChannelOptions{Lateness: c.Duration("lateness"), MaxSkew: c.Duration("max-skew"),
+			UserMinuteCap: c.Int("user-minute-cap"), GlobalAge: c.Duration("global-age"), Users: uniqueUsers(c, w)})
 	}
 }
 

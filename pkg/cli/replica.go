@@ -72,3 +72,15 @@ func commitGuard(c *cli.Context, st *store.Store, log *slog.Logger) (*replica.Gu
 	}
 	return g, nil
 }
+
+// writeStore is the store one life of a guarded worker writes through:
+// pinned to the master of the moment (store.Pinned), so that a failover
+// fails its writes rather than sending them to the promoted replica; the
+// guard's check then sees the new master and the worker starts a new
+// life, whose sink pins the new master.
+func writeStore(st *store.Store, guard *replica.Guard) *store.Store {
+	if guard == nil || guard.Replicas() == 0 {
+		return st
+	}
+	return st.Pinned()
+}

@@ -141,7 +141,7 @@ func runAll(c *cli.Context, env *Env) error {
 	}
 	cs := flagConsumers(c, c.String("topic"))
 	cs.guard = guard
-	workers, err := newWorkers(c, cs, log, channelSink(c, st))
+	workers, err := newWorkers(c, cs, log, channelSink(c, st, guard))
 	if err != nil {
 		return err
 	}

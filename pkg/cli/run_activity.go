@@ -41,7 +41,7 @@ type runActivity struct {
 }
 
 func startActivity(c *cli.Context, st *store.Store, producer *kgo.Client, guard *replica.Guard, log *slog.Logger) (*runActivity, error) {
-	users, cells, err := activityStores(c, st)
+	users, _, err := activityStores(c, st) // for the display; the workers make their own
 	if err != nil {
 		return nil, err
 	}
@@ -58,9 +58,7 @@ func startActivity(c *cli.Context, st *store.Store, producer *kgo.Client, guard 
 		return nil, err
 	}
 	a.counters, err = newWorkers(c, consumers{n: 1, topic: a.topic, group: activityingest.CountersGroup, dlq: activity.DLQTopic, guard: guard}, log,
-		func() (ingest.Sink, error) {
-			return activityingest.NewCounters(users, cells, c.Duration("lateness"), c.Duration("max-skew"))
-		})
+		activityCounters(c, st, guard))
 	if err == nil {
 		a.archive, err = newWorkers(c, consumers{n: 1, topic: a.topic, group: activityingest.RawGroup, dlq: activityingest.RawDLQTopic}, log,
 			func() (ingest.Sink, error) { return activityingest.NewRaw(a.raw, a.keep, c.Duration("max-skew")) })

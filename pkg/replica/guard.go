@@ -182,9 +182,10 @@ func (w *Waiter) Wait(ctx context.Context) error {
 // worker writes: a write to a promoted replica would move its fences past
 // the writes the old master took with it. It reads INFO replication from
 // the master the client writes to. A failover that completes between this
-// read and the write that follows it (a round trip) is not seen; the
-// guard's Wait still refuses the commit then, but the write may have
-// passed fences over lost writes (docs/high-availability.md).
+// read and the write that follows it cannot send that write to the new
+// master: the worker writes through a client pinned to the master of its
+// life's start (store.Pinned), so the write fails and the next Check
+// sees the change (docs/high-availability.md).
 func (w *Waiter) Check(ctx context.Context) error {
 	info, err := Info(ctx, w.g.c)
 	if err != nil {

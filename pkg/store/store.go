@@ -99,3 +99,22 @@ func (s *Store) Keys() keys.Space { return s.keys }
 
 // parallel runs fn(0..n-1) with at most ParallelCalls at once.
 func (s *Store) parallel(n int, fn func(i int)) { par.Each(n, s.opts.ParallelCalls, fn) }
+
+// Pinned returns the store over a client bound to the node its client
+// writes to now, in Sentinel mode the master of the moment; otherwise s.
+// The commit guard's workers write through it: once that master is gone,
+// their writes fail instead of reaching a promoted replica, where they
+// would move fences past what the old master took with it (see
+// pkg/replica). The client shares the Sentinel client's connection, so it
+// is not closed on its own.
+func (s *Store) Pinned() *Store {
+	if s.c.Mode() != rueidis.ClientModeSentinel {
+		return s
+	}
+	for _, node := range s.c.Nodes() {
+		p := *s
+		p.c = node
+		return &p
+	}
+	return s
+}
