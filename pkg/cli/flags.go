@@ -262,7 +262,7 @@ func connectRedis(cc *cli.Context, addrs string) (rueidis.Client, error) {
 		return nil, cli.Exit("no Redis address (--redis or TOPK_REDIS, or --redis-sentinels)", ExitUsage)
 	}
 	addrs = redisTarget(opt)
-	c, err := rueidis.NewClient(opt)
+	c, err := newRedisClient(cc, opt)
 	if err != nil {
 		if security.ClassifyRedis(err) != security.NotRefused {
 			return nil, redisExit(cc, fmt.Sprintf("Redis at %s refused the connection: ", addrs), err)

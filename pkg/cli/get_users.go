@@ -9,13 +9,18 @@ import (
 
 	"github.com/topk-dev/topk/pkg/api"
 	"github.com/topk-dev/topk/pkg/store"
+	"github.com/topk-dev/topk/pkg/uniq"
 )
 
 // getUsers prints workspace ws's channels by distinct users over the hour
 // (topk get --by users), computed now as GET /v1/top?by=users computes it.
 func getUsers(c *cli.Context, env *Env, st *store.Store, ws string) error {
 	now := time.Now()
-	res, err := st.ReadUsers(c.Context, ws, now, c.Int("k"))
+	var res uniq.Ranking
+	err := throughFailover(c, env, func() (err error) {
+		res, err = st.ReadUsers(c.Context, ws, now, c.Int("k"))
+		return err
+	})
 	if err != nil {
 		return cli.Exit("cannot read the unique-user counts from Redis: "+err.Error(), ExitFailure)
 	}

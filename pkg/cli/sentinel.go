@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -11,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2/altsrc"
 
 	"github.com/topk-dev/topk/pkg/security"
+	"github.com/topk-dev/topk/pkg/store"
 )
 
 // Redis Sentinel as a deployment mode (docs/high-availability.md). Every
@@ -102,4 +105,59 @@ func redisTarget(opt rueidis.ClientOption) string {
 		return fmt.Sprintf("master %q through sentinels %s", opt.Sentinel.MasterSet, strings.Join(opt.InitAddress, ","))
 	}
 	return strings.Join(opt.InitAddress, ",")
+}
+
+// failoverWait bounds how long topk get waits out a failover: Sentinel's
+// down-after time plus a vote and a promotion, a few seconds.
+const failoverWait = 20 * time.Second
+
+// throughFailover runs read and, in Sentinel mode, runs it again while it
+// fails to reach Redis (the master gone, a failover under way), for up to
+// failoverWait, saying once on stderr that it waits: topk get then answers
+// from the promoted replica, with the ranking's age as always. A Redis
+// error reply, or an answer such as "no ranking", ends it at once.
+func throughFailover(c *cli.Context, env *Env, read func() error) error {
+	err := read()
+	if err == nil || !sentinelMode(c) {
+		return err
+	}
+	deadline := time.Now().Add(failoverWait)
+	for said := false; unreachable(err) && time.Now().Before(deadline) && c.Context.Err() == nil; {
+		if !said {
+			fmt.Fprintln(env.Err, "topk: the Redis master does not answer; waiting for Sentinel to promote a replica")
+			said = true
+		}
+		time.Sleep(200 * time.Millisecond)
+		err = read()
+	}
+	return err
+}
+
+// unreachable reports whether err is a failure to reach Redis rather than
+// an answer from it.
+func unreachable(err error) bool {
+	var re *rueidis.RedisError
+	return err != nil && !errors.As(err, &re) && !errors.Is(err, store.ErrNoResult) && !errors.Is(err, context.Canceled)
+}
+
+// newRedisClient is rueidis.NewClient, waiting out a failover in Sentinel
+// mode: while the master the sentinels name does not answer, it tries
+// again for up to failoverWait, saying once on stderr that it waits. (A
+// refused login or permission ends it at once.)
+func newRedisClient(c *cli.Context, opt rueidis.ClientOption) (rueidis.Client, error) {
+	client, err := rueidis.NewClient(opt)
+	if err == nil || !sentinelMode(c) {
+		return client, err
+	}
+	deadline := time.Now().Add(failoverWait)
+	for said := false; unreachable(err) && security.ClassifyRedis(err) == security.NotRefused &&
+		time.Now().Before(deadline) && c.Context.Err() == nil; {
+		if !said {
+			fmt.Fprintln(c.App.ErrWriter, "topk: the Redis master does not answer; waiting for Sentinel to promote a replica")
+			said = true
+		}
+		time.Sleep(200 * time.Millisecond)
+		client, err = rueidis.NewClient(opt)
+	}
+	return client, err
 }

@@ -3,6 +3,7 @@ package cli_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -38,7 +39,9 @@ type failoverResult struct {
 	promoted, fresh time.Duration // from the kill
 	reads           []time.Duration
 	readErrors      int
-	startOvers      string // the worker's log lines saying so
+	startOvers      string        // the worker's log lines saying so
+	getAtKill       time.Duration // topk get run at the kill: when it answered
+	getErr          error
 }
 
 // sentinelArgs are the flags connecting a command through s.
@@ -147,7 +150,9 @@ func readDuringFailover(url string, stop <-chan struct{}, res *failoverResult, m
 func runFailover(t *testing.T, guard string) failoverResult {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	s, err := devenv.StartSentinel(ctx, devenv.SentinelOptions{HoldableLinks: true})
+	// Down after 3 s, not 1: under the whole suite's load a second
+	// failover, from a new master merely slow to answer, is likely.
+	s, err := devenv.StartSentinel(ctx, devenv.SentinelOptions{HoldableLinks: true, DownAfter: 3 * time.Second})
 	if err != nil {
 		t.Fatalf("start the sentinel deployment: %v (scripts/install-deps.sh test installs what it needs)", err)
 	}
@@ -216,6 +221,17 @@ func runFailover(t *testing.T, guard string) failoverResult {
 	}
 	killed := time.Now()
 	_ = link.Close()
+	// topk get, run at the kill, answers once Sentinel has promoted the
+	// replica (the client retries its read meanwhile).
+	type getAttempt struct {
+		took time.Duration
+		err  error
+	}
+	gotAtKill := make(chan getAttempt, 1)
+	go func() {
+		_, err := runGet(t, via, "ws-0")
+		gotAtKill <- getAttempt{time.Since(killed), err}
+	}()
 	// A marker produced at the kill: the rankings are fresh again once it
 	// shows.
 	p.produce(t, 1, func(int) string { return "marker" }, func(int) string { return "after-kill" })
@@ -233,6 +249,12 @@ func runFailover(t *testing.T, guard string) failoverResult {
 		return err == nil, fmt.Sprintf("%s: %v", marker, err)
 	}, ingest, sched, serve)
 	res.fresh = time.Since(killed)
+	select {
+	case g := <-gotAtKill:
+		res.getAtKill, res.getErr = g.took, g.err
+	case <-time.After(30 * time.Second):
+		res.getErr = errors.New("no answer 30 s after the rankings were fresh again")
+	}
 	time.Sleep(time.Second) // production goes on after the failover
 	stopOnce()
 	close(stopReading)
@@ -305,6 +327,7 @@ func logFailover(t *testing.T, what string, r failoverResult) {
 		"serve's cached reads of ws-0 during the failover: %d answered (p50 %s, p99 %s, max %s), %d not 200",
 		what, r.produced, r.lost, r.double, r.promoted.Round(time.Millisecond), r.fresh.Round(time.Millisecond),
 		len(r.reads), q(0.5), q(0.99), q(1), r.readErrors)
+	t.Logf("%s: topk get run at the kill answered %s after it (err %v)", what, r.getAtKill.Round(time.Millisecond), r.getErr)
 	if r.startOvers != "" {
 		t.Logf("%s: the worker's start-overs:\n%s", what, r.startOvers)
 	}
@@ -327,6 +350,9 @@ func TestSentinelFailover(t *testing.T) {
 		}
 		if len(r.reads) == 0 {
 			t.Error("serve answered no read during the failover")
+		}
+		if r.getErr != nil {
+			t.Errorf("topk get run at the kill: %v", r.getErr)
 		}
 	})
 	t.Run("no guard", func(t *testing.T) {

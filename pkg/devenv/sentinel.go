@@ -313,8 +313,10 @@ func (s *SentinelSet) WaitFailover(ctx context.Context, old string) (string, err
 // Rejoin restarts the data node at addr, killed before (Redis.Kill), as a
 // replica of master, as an operator brings a crashed master back: same
 // port and directory, with --replicaof. It returns once the node is in
-// sync. (Sentinel would convert a returning old master by itself too, but
-// only at its next INFO poll, up to 10 s later.)
+// sync, or master again: on a loaded machine the sentinels may take the
+// new master for down and fail over once more, to this node. (Sentinel
+// would convert a returning old master by itself too, but only at its
+// next INFO poll, up to 10 s later.)
 func (s *SentinelSet) Rejoin(ctx context.Context, addr, master string) error {
 	for i, n := range s.nodes {
 		if n.Addr() != addr {
@@ -332,7 +334,10 @@ func (s *SentinelSet) Rejoin(ctx context.Context, addr, master string) error {
 			return err
 		}
 		s.nodes[i] = r
-		return s.waitLinkUp(ctx, r)
+		return poll(ctx, "rejoined "+r.Addr()+" in sync (or master again)", func() (bool, string) {
+			out, err := s.cliOut(ctx, r.Port(), "info", "replication")
+			return err == nil && (strings.Contains(out, "master_link_status:up") || strings.Contains(out, "role:master")), fmt.Sprintf("%v %s", err, out)
+		})
 	}
 	return fmt.Errorf("devenv: rejoin: no data node at %s", addr)
 }
