@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/topk-dev/topk/pkg/keys"
 	"github.com/topk-dev/topk/pkg/loadgen"
 	"github.com/topk-dev/topk/pkg/progress"
+	"github.com/topk-dev/topk/pkg/scheduler"
 	"github.com/topk-dev/topk/pkg/store"
 )
 
@@ -75,25 +77,57 @@ func runAll(c *cli.Context, env *Env) error {
 		ctx, cancel = context.WithTimeout(ctx, d)
 		defer cancel()
 	}
+	var cleanup cleanups
+	defer cleanup.run()
+	activityOn := c.Float64("activity-rate") > 0
+	if err := startLocalServices(ctx, c, env, activityOn, &cleanup); err != nil {
+		return err
+	}
+	parts, err := wireRun(ctx, c, env, log, activityOn, &cleanup)
+	if err != nil {
+		return err
+	}
+	target := "--redis " + c.String("redis")
+	if sentinelMode(c) {
+		target = "--redis-sentinels " + c.String("redis-sentinels") + " --redis-master-name " + c.String("redis-master-name")
+	}
+	fmt.Fprintf(env.Out, "query it from another shell: topk get %s --workspace %s\n\n", target, gen.WorkspaceName(0))
+	return parts.run(ctx, c, env, log, gen)
+}
 
-	// Local services for whatever was not given; the flags are then set to
-	// their addresses so every component below reads one configuration.
+// cleanups are what runAll stops on its way out, the last started first.
+type cleanups []func()
+
+func (cl *cleanups) add(f func()) { *cl = append(*cl, f) }
+
+// run has a pointer receiver so that a deferred run sees what was added
+// after the defer.
+func (cl *cleanups) run() {
+	for i := len(*cl) - 1; i >= 0; i-- {
+		(*cl)[i]()
+	}
+}
+
+// startLocalServices starts a redis-server, a PostgreSQL (with user
+// activity) and an in-process broker for whatever the flags do not give,
+// and sets the flags to their addresses, so that every component reads
+// one configuration.
+func startLocalServices(ctx context.Context, c *cli.Context, env *Env, activityOn bool, cleanup *cleanups) error {
 	if c.String("redis") == "" && !sentinelMode(c) {
 		r, err := devenv.StartRedis(ctx, devenv.RedisOptions{})
 		if err != nil {
 			return cli.Exit(err.Error(), ExitFailure)
 		}
-		defer r.Stop()
+		cleanup.add(func() { _ = r.Stop() })
 		fmt.Fprintf(env.Out, "started redis-server at %s (pid %d)\n", r.Addr(), r.PID())
 		_ = c.Set("redis", r.Addr())
 	}
-	activityOn := c.Float64("activity-rate") > 0
 	if activityOn && c.String("postgres") == "" {
 		pg, err := devenv.StartPostgres(ctx, devenv.PostgresOptions{})
 		if err != nil {
 			return cli.Exit(fmt.Sprintf("%v (install it with scripts/install-deps.sh, or run with --activity-rate 0)", err), ExitFailure)
 		}
-		defer pg.Stop()
+		cleanup.add(func() { _ = pg.Stop() })
 		fmt.Fprintf(env.Out, "started PostgreSQL at %s (pid %d)\n", pg.Addr(), pg.PID())
 		_ = c.Set("postgres", pg.DSN())
 	}
@@ -102,81 +136,89 @@ func runAll(c *cli.Context, env *Env) error {
 		if err != nil {
 			return cli.Exit(err.Error(), ExitFailure)
 		}
-		defer k.Close()
+		cleanup.add(k.Close)
 		fmt.Fprintf(env.Out, "started in-process Kafka broker (kfake) at %s\n", strings.Join(k.ListenAddrs(), ","))
 		_ = c.Set("brokers", strings.Join(k.ListenAddrs(), ","))
 	}
+	return nil
+}
 
+// runParts are the components topk run runs together.
+type runParts struct {
+	st       *store.Store
+	producer *kgo.Client
+	workers  []*ingest.Worker
+	sched    *scheduler.Scheduler
+	act      *runActivity // nil without user activity
+}
+
+// wireRun connects to the services and builds the components, as a
+// deployment would: the scripts loaded first (topk scripts load), the
+// metrics, the producer's topic, the commit guard, the workers and the
+// scheduler.
+func wireRun(ctx context.Context, c *cli.Context, env *Env, log *slog.Logger, activityOn bool, cleanup *cleanups) (*runParts, error) {
 	st, closeStore, err := openStore(c)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer closeStore()
-	// As a deployment does before it starts workers (topk scripts load), so
-	// that the first calls find their scripts and topk doctor sees a
-	// healthy setup.
+	cleanup.add(closeStore)
 	if err := loadScripts(ctx, st.Client(), nil); err != nil {
-		return err
+		return nil, err
 	}
 	fmt.Fprintf(env.Out, "loaded the %d Lua scripts into Redis (as topk scripts load does)\n", len(lua.All()))
 	stopMetrics, metricsAddr, err := startMetrics(c, log)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer stopMetrics()
+	cleanup.add(stopMetrics)
 	if metricsAddr != "" {
 		fmt.Fprintf(env.Out, "Prometheus metrics at http://%s/metrics\n", metricsAddr)
 	}
-	producer, err := kafka.NewClient(kafkaConfig(c), kgo.ProducerLinger(5*time.Millisecond))
-	if err != nil {
-		return cli.Exit(err.Error(), ExitFailure)
+	p := &runParts{st: st}
+	if p.producer, err = kafka.NewClient(kafkaConfig(c), kgo.ProducerLinger(5*time.Millisecond)); err != nil {
+		return nil, cli.Exit(err.Error(), ExitFailure)
 	}
-	defer producer.Close()
-	if err := kafka.EnsureTopics(ctx, producer, int32(c.Int("partitions")), c.String("topic")); err != nil {
-		return cli.Exit(err.Error(), ExitFailure)
+	cleanup.add(p.producer.Close)
+	if err := kafka.EnsureTopics(ctx, p.producer, int32(c.Int("partitions")), c.String("topic")); err != nil {
+		return nil, cli.Exit(err.Error(), ExitFailure)
 	}
 	guard, err := commitGuard(c, st, log)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cs := flagConsumers(c, c.String("topic"))
 	cs.guard = guard
-	workers, err := newWorkers(c, cs, log, channelSink(c, st, guard))
-	if err != nil {
-		return err
+	if p.workers, err = newWorkers(c, cs, log, channelSink(c, st, guard)); err != nil {
+		return nil, err
 	}
-	sched, err := newScheduler(c, st, log)
-	if err != nil {
-		return err
+	if p.sched, err = newScheduler(c, st, log); err != nil {
+		return nil, err
 	}
-	var act *runActivity
 	if activityOn {
-		if act, err = startActivity(c, st, producer, guard, log); err != nil {
-			return err
+		if p.act, err = startActivity(c, st, p.producer, guard, log); err != nil {
+			return nil, err
 		}
-		defer act.close()
+		cleanup.add(p.act.close)
 	}
+	return p, nil
+}
 
-	target := "--redis " + c.String("redis")
-	if sentinelMode(c) {
-		target = "--redis-sentinels " + c.String("redis-sentinels") + " --redis-master-name " + c.String("redis-master-name")
-	}
-	fmt.Fprintf(env.Out, "query it from another shell: topk get %s --workspace %s\n\n", target, gen.WorkspaceName(0))
+// run runs the components and the traffic in one group (the first to fail
+// ends them all) and shows the rankings until ctx ends.
+func (p *runParts) run(ctx context.Context, c *cli.Context, env *Env, log *slog.Logger, gen *loadgen.Generator) error {
 	var produced loadgen.Progress
-	// One group for the workers, the scheduler, the producer and the
-	// rest: the first to fail ends them all (runCtx is the group's).
 	stopCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	g, runCtx := errgroup.WithContext(stopCtx)
-	goRun := g.Go
-	goRun(func() error { return runWorkers(runCtx, workers, log) })
-	goRun(func() error { return sched.Run(runCtx) })
-	if act != nil {
-		goRun(func() error { return act.run(runCtx) })
+	g.Go(func() error { return runWorkers(runCtx, p.workers, log) })
+	g.Go(func() error { return p.sched.Run(runCtx) })
+	if p.act != nil {
+		g.Go(func() error { return p.act.run(runCtx) })
 	}
 	var page string
 	if addr := c.String("listen"); addr != "" {
-		if page, err = serveInRun(runCtx, c, st, addr, log, env, goRun); err != nil {
+		var err error
+		if page, err = serveInRun(runCtx, c, p.st, addr, log, env, g.Go); err != nil {
 			return err
 		}
 	}
@@ -184,12 +226,12 @@ func runAll(c *cli.Context, env *Env) error {
 	for i := range show {
 		show[i] = gen.WorkspaceName(i)
 	}
-	goRun(func() error {
-		_, err := loadgen.Produce(runCtx, producer, c.String("topic"), gen, loadgen.ProduceOptions{Rate: c.Float64("rate"), Progress: &produced})
+	g.Go(func() error {
+		_, err := loadgen.Produce(runCtx, p.producer, c.String("topic"), gen, loadgen.ProduceOptions{Rate: c.Float64("rate"), Progress: &produced})
 		return err
 	})
 
-	d := display{env: env, st: st, workspaces: show, rows: c.Int("rows"), clear: progress.IsTerminal(env.Out), started: time.Now(), activity: act, page: page}
+	d := display{env: env, st: p.st, workspaces: show, rows: c.Int("rows"), clear: progress.IsTerminal(env.Out), started: time.Now(), activity: p.act, page: page}
 	t := time.NewTicker(c.Duration("every"))
 	defer t.Stop()
 loop:
@@ -198,7 +240,7 @@ loop:
 		case <-runCtx.Done(): // interrupted, or one of the group failed
 			break loop
 		case <-t.C:
-			d.print(ctx, &produced, workers)
+			d.print(ctx, &produced, p.workers)
 		}
 	}
 	stop()
