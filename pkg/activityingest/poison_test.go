@@ -362,8 +362,8 @@ func TestFarFutureEvent(t *testing.T) {
 	far := now.AddDate(50, 0, 0)
 	evs := []activity.Event{
 		{EventID: "far", UserID: "u-future", Type: "login", TS: far.UnixMilli()},
-		{EventID: "past-skew", UserID: "u-future", Type: "login", TS: now.Add(ingest.DefaultMaxSkew + time.Minute).UnixMilli()},
-		{EventID: "within-skew", UserID: "u-future", Type: "login", TS: now.Add(ingest.DefaultMaxSkew - time.Minute).UnixMilli()},
+		{EventID: "past-skew", UserID: "u-future", Type: "login", TS: now.Add(events.DefaultMaxSkew + time.Minute).UnixMilli()},
+		{EventID: "within-skew", UserID: "u-future", Type: "login", TS: now.Add(events.DefaultMaxSkew - time.Minute).UnixMilli()},
 		{EventID: "late", UserID: "u-future", Type: "login", TS: now.Add(-10 * time.Minute).UnixMilli()},
 	}
 	var records []*kgo.Record

@@ -15,7 +15,7 @@
 // the allowed lateness (as the channel pipeline does: a late one goes to
 // the dead-letter topic with reason "late"), while the raw store keeps
 // late events, since it is the record of what happened, back to its
-// retention. The future side is one rule for both (ingest.TimeRule): an
+// retention. The future side is one rule for both (events.TimeRule): an
 // event stamped further ahead of its arrival than the allowed skew is
 // too_far_in_future for each.
 //
@@ -56,7 +56,7 @@ const (
 type Counters struct {
 	users *usercount.Store
 	geo   *geo.Store // nil: no geo counters
-	rule  ingest.TimeRule
+	rule  events.TimeRule
 
 	counts   *usercount.Batch
 	cells    *geo.Batch
@@ -68,7 +68,7 @@ type Counters struct {
 // workers' (0: the defaults); lateness may not exceed the users' minute
 // retention.
 func NewCounters(users *usercount.Store, cells *geo.Store, lateness, maxSkew time.Duration) (*Counters, error) {
-	rule, err := ingest.NewTimeRule(lateness, maxSkew, users.Options().MinuteRetention)
+	rule, err := events.NewTimeRule(lateness, maxSkew, users.Options().MinuteRetention)
 	if err != nil {
 		return nil, err
 	}
@@ -140,14 +140,14 @@ const ReasonBeyondRetention events.Reason = "beyond_retention"
 type Raw struct {
 	store   rawstore.Store
 	keep    time.Duration
-	rule    ingest.TimeRule // its future half: see Add
+	rule    events.TimeRule // its future half: see Add
 	pending []rawstore.Event
 	records []*kgo.Record // pending[i] came from records[i], for dead letters
 }
 
 // NewRaw returns the raw store's sink. It refuses events older than keep
 // (0: rawstore.DefaultKeep) on arrival, and those more than maxSkew (the
-// workers'; 0: ingest.DefaultMaxSkew) ahead of it, which must be the
+// workers'; 0: events.DefaultMaxSkew) ahead of it, which must be the
 // counters' so that both consumers judge the future alike.
 func NewRaw(store rawstore.Store, keep, maxSkew time.Duration) (*Raw, error) {
 	if keep <= 0 {
@@ -155,7 +155,7 @@ func NewRaw(store rawstore.Store, keep, maxSkew time.Duration) (*Raw, error) {
 	}
 	// The lateness is the counters' concern: the rule's future half alone
 	// is used, so any valid lateness (the default) does.
-	rule, err := ingest.NewTimeRule(0, maxSkew, usercount.DefaultMinuteRetention)
+	rule, err := events.NewTimeRule(0, maxSkew, usercount.DefaultMinuteRetention)
 	if err != nil {
 		return nil, err
 	}

@@ -19,7 +19,6 @@ import (
 	"github.com/topk-dev/topk/pkg/activity"
 	"github.com/topk-dev/topk/pkg/events"
 	"github.com/topk-dev/topk/pkg/geo"
-	"github.com/topk-dev/topk/pkg/ingest"
 	"github.com/topk-dev/topk/pkg/internal/userwords"
 	"github.com/topk-dev/topk/pkg/rawstore"
 	"github.com/topk-dev/topk/pkg/usercount"
@@ -76,7 +75,7 @@ type Activity struct {
 	// Rule judges event times as the consumers will, so that a client
 	// hears at once about an event that could not count (nil: the default
 	// lateness and skew).
-	Rule *ingest.TimeRule
+	Rule *events.TimeRule
 	Now  func() time.Time // default time.Now
 	Log  *slog.Logger
 }
@@ -93,7 +92,7 @@ func (a *Activity) Register(mux *http.ServeMux) {
 		a.Log = slog.Default()
 	}
 	if a.Rule == nil {
-		rule, err := ingest.NewTimeRule(0, 0, usercount.DefaultMinuteRetention)
+		rule, err := events.NewTimeRule(0, 0, usercount.DefaultMinuteRetention)
 		if err != nil {
 			panic(err) // the defaults are valid
 		}

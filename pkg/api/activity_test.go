@@ -21,8 +21,8 @@ import (
 
 	"github.com/topk-dev/topk/pkg/activity"
 	"github.com/topk-dev/topk/pkg/api"
+	"github.com/topk-dev/topk/pkg/events"
 	"github.com/topk-dev/topk/pkg/geo"
-	"github.com/topk-dev/topk/pkg/ingest"
 	"github.com/topk-dev/topk/pkg/internal/testenv"
 	"github.com/topk-dev/topk/pkg/kafka"
 	"github.com/topk-dev/topk/pkg/keys"
@@ -386,7 +386,7 @@ func TestActivityCollect(t *testing.T) {
 		}
 		defer cl.Close()
 		rec := consume(t, cl, 1)[0]
-		rule, err := ingest.NewTimeRule(0, 0, usercount.DefaultMinuteRetention)
+		rule, err := events.NewTimeRule(0, 0, usercount.DefaultMinuteRetention)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -578,7 +578,7 @@ func TestAPIStaleness(t *testing.T) {
 	// 30d, 30 min for all time).
 	oldest := time.Duration(0)
 	for _, win := range api.Windows {
-		age := scheduler.StaleAfterFor(win) + time.Minute
+		age := window.StaleAfterFor(win) + time.Minute
 		oldest = max(oldest, age)
 		old := strconv.FormatInt(time.Now().Add(-age).UnixMilli(), 10)
 		for _, key := range []string{ks.Workspace("w").TopMeta(win), ks.Global().TopMeta(win)} {
@@ -607,7 +607,7 @@ func TestAPIStaleness(t *testing.T) {
 	check(false, 0, 10*time.Second)
 	path := routes("w", keys.Window1h)[0]
 	_, body := get(t, srv, path)
-	if res := decode(t, path, body); time.Since(res.ComputedAt) < scheduler.StaleAfterFor(keys.Window1h) {
+	if res := decode(t, path, body); time.Since(res.ComputedAt) < window.StaleAfterFor(keys.Window1h) {
 		t.Errorf("%s: computed_at %s ago: the pass recomputed an unchanged ranking, so the beat was not tested", path, time.Since(res.ComputedAt))
 	}
 }

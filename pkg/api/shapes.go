@@ -10,9 +10,9 @@ import (
 
 	"github.com/topk-dev/topk/pkg/keys"
 	"github.com/topk-dev/topk/pkg/rawstore"
-	"github.com/topk-dev/topk/pkg/scheduler"
 	"github.com/topk-dev/topk/pkg/store"
 	"github.com/topk-dev/topk/pkg/usercount"
+	"github.com/topk-dev/topk/pkg/window"
 )
 
 // What the CLI prints with --json is what these routes answer: the routes
@@ -78,10 +78,10 @@ func GlobalResponse(window string, res store.GlobalResult, now time.Time) Respon
 
 // newResponse starts a Response; its age counts from fresh, the last time
 // the ranking was known to be current, to now.
-func newResponse(window string, start, end, computed, fresh, now time.Time) Response {
+func newResponse(win string, start, end, computed, fresh, now time.Time) Response {
 	age := now.Sub(fresh)
-	return Response{Window: window, Items: []Item{}, WindowStart: start, WindowEnd: end, ComputedAt: computed,
-		AgeSeconds: age.Seconds(), Stale: age > scheduler.StaleAfterFor(window)}
+	return Response{Window: win, Items: []Item{}, WindowStart: start, WindowEnd: end, ComputedAt: computed,
+		AgeSeconds: age.Seconds(), Stale: age > window.StaleAfterFor(win)}
 }
 
 // ParseTime reads a time as the routes' from= and to= and the CLI's

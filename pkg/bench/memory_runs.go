@@ -13,6 +13,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/topk-dev/topk/pkg/scheduler"
+	"github.com/topk-dev/topk/pkg/window"
 )
 
 // runMemoryHour writes cfg.Minutes minutes at cfg.Rate from the next
@@ -216,7 +217,7 @@ func slowest(ctx context.Context, c rueidis.Client) (float64, string, error) {
 // (all 0, off, when they are refreshed at the end only).
 func longCadence(cfg MemoryConfig) map[string]time.Duration {
 	cadence := map[string]time.Duration{}
-	for name := range scheduler.DefaultCadence {
+	for name := range window.DefaultCadence {
 		cadence[name] = cfg.LongCadence
 	}
 	return cadence

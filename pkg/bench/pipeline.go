@@ -434,7 +434,7 @@ func (p *phase) start(g *runGroup, services []func(context.Context) error, gen *
 func (p *phase) announce() {
 	cfg, e := p.cfg, p.e
 	e.progressf("%s %s: started (%s, offered %s, warm-up %s, measuring %s)", p.label, p.design, p.topic, rateString(cfg.Rate), cfg.Warmup, cfg.Duration)
-	if c := scheduler.DefaultCadence[cfg.ReadWindow]; cfg.QueryRate > 0 && cfg.Warmup < c {
+	if c := window.DefaultCadence[cfg.ReadWindow]; cfg.QueryRate > 0 && cfg.Warmup < c {
 		e.progressf("%s %s: the %s window is refreshed every %s, more than the %s warm-up: the first measured reads find a ranking cached before the traffic (empty)",
 			p.label, p.design, cfg.ReadWindow, c, cfg.Warmup)
 	}

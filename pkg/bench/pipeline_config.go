@@ -17,6 +17,7 @@ import (
 	"github.com/topk-dev/topk/pkg/keys"
 	"github.com/topk-dev/topk/pkg/loadgen"
 	"github.com/topk-dev/topk/pkg/scheduler"
+	"github.com/topk-dev/topk/pkg/window"
 )
 
 // Workloads of the pipeline benchmark.
@@ -99,7 +100,7 @@ type PipelineConfig struct {
 	ReadVia string `json:"read_via"`
 	// ReadWindow is the window the reads ask for, one of api.Windows
 	// (default 1h). The scheduler refreshes the long windows at their
-	// default cadence (scheduler.DefaultCadence: 24h every minute), so
+	// default cadence (window.DefaultCadence: 24h every minute), so
 	// their rankings fill up only after it.
 	ReadWindow string `json:"read_window"`
 	// ReadCache is how long the HTTP API answers a ranking from memory
@@ -206,7 +207,7 @@ func (c PipelineConfig) Validate() error {
 	check(c.Duration > 0 && c.Warmup >= 0, "duration must be > 0 and warm-up >= 0, got %s and %s", c.Duration, c.Warmup)
 	check(c.Workers >= 1 && c.Partitions >= 1, "workers and partitions must be >= 1, got %d and %d", c.Workers, c.Partitions)
 	check(c.BatchAge > 0 && c.BatchEvents >= 1, "batch age and batch events must be positive")
-	check(c.Interval > 0 && c.Interval <= scheduler.MaxInterval, "interval must be in (0, %s], got %s", scheduler.MaxInterval, c.Interval)
+	check(c.Interval > 0 && c.Interval <= window.MaxInterval, "interval must be in (0, %s], got %s", window.MaxInterval, c.Interval)
 	check(c.K >= 1, "k must be >= 1, got %d", c.K)
 	check(!math.IsInf(c.QueryRate, 0) && !math.IsNaN(c.QueryRate), "query rate must be finite")
 	check(c.ReadVia == ReadRedis || c.ReadVia == ReadHTTP || c.ReadVia == ReadTrending, "read via must be %s, %s or %s, got %q", ReadRedis, ReadHTTP, ReadTrending, c.ReadVia)

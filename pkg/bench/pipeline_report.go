@@ -10,7 +10,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/topk-dev/topk/pkg/scheduler"
+	"github.com/topk-dev/topk/pkg/window"
 )
 
 func rateString(r float64) string {
@@ -329,7 +329,7 @@ func writeNotes(w io.Writer, r *PipelineReport) {
 	if r.Median.Pipeline.Redis.Slowlog != nil {
 		fmt.Fprintln(w, slowlogNote)
 	}
-	if c, ok := scheduler.DefaultCadence[r.Config.ReadWindow]; ok && r.Config.QueryRate > 0 {
+	if c, ok := window.DefaultCadence[r.Config.ReadWindow]; ok && r.Config.QueryRate > 0 {
 		fmt.Fprintf(w, "- The reads ask for the %s window, which the scheduler recomputes every %s (its default cadence, in a loop of its own): reads in between read the last pass's cached ranking, at the same cost.\n", r.Config.ReadWindow, c)
 	}
 	if r.Config.Workload == WorkloadVideo {

@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2/altsrc"
 	"gopkg.in/yaml.v3"
 
+	"github.com/topk-dev/topk/pkg/events"
 	"github.com/topk-dev/topk/pkg/ingest"
 	"github.com/topk-dev/topk/pkg/kafka"
 	"github.com/topk-dev/topk/pkg/keys"
@@ -82,7 +83,7 @@ func ingestFlags(group, dlq string) []cli.Flag {
 		altsrc.NewIntFlag(&cli.IntFlag{Name: "batch-events", EnvVars: []string{"TOPK_BATCH_EVENTS"}, Value: ingest.DefaultBatchEvents, Usage: "flush a batch once it holds this many records"}),
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "batch-age", EnvVars: []string{"TOPK_BATCH_AGE"}, Value: ingest.DefaultBatchAge, Usage: "flush a batch this long after its first record"}),
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "session-timeout", EnvVars: []string{"TOPK_SESSION_TIMEOUT"}, Value: ingest.DefaultSessionTimeout, Usage: "how long the consumer group waits for a silent (crashed) worker before moving its partitions (heartbeats: every third of it, at most 1s apart); a Kafka broker accepts 6s to 30m at its defaults (group.min/max.session.timeout.ms)"}),
-		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "max-skew", EnvVars: []string{"TOPK_MAX_SKEW"}, Value: ingest.DefaultMaxSkew, Usage: "how far ahead of its arrival at the broker an event time may be and still count"}),
+		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "max-skew", EnvVars: []string{"TOPK_MAX_SKEW"}, Value: events.DefaultMaxSkew, Usage: "how far ahead of its arrival at the broker an event time may be and still count"}),
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "rebalance-timeout", EnvVars: []string{"TOPK_REBALANCE_TIMEOUT"}, Value: ingest.DefaultRebalanceTimeout, Usage: "how long a rebalance waits for every worker to rejoin; a worker that crashed mid-rebalance stalls the group this long"}),
 	}
 }
@@ -123,17 +124,17 @@ func globalAgeFlag() cli.Flag {
 
 func scheduleFlags() []cli.Flag {
 	return []cli.Flag{
-		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "interval", EnvVars: []string{"TOPK_INTERVAL"}, Value: scheduler.DefaultInterval, Usage: fmt.Sprintf("refresh interval of the cached rankings (at most %s)", scheduler.MaxInterval)}),
+		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "interval", EnvVars: []string{"TOPK_INTERVAL"}, Value: scheduler.DefaultInterval, Usage: fmt.Sprintf("refresh interval of the cached rankings (at most %s)", window.MaxInterval)}),
 		kFlag("entries kept in each cached ranking"),
 		altsrc.NewStringFlag(&cli.StringFlag{Name: "cadence", EnvVars: []string{"TOPK_CADENCE"}, Value: defaultCadence(), Usage: "refresh period of each long window, as window=duration pairs (a window set to 0 is not computed)"}),
 	}
 }
 
-// defaultCadence renders scheduler.DefaultCadence as a --cadence value.
+// defaultCadence renders window.DefaultCadence as a --cadence value.
 func defaultCadence() string {
 	var parts []string
 	for _, w := range window.Longs {
-		parts = append(parts, w.Name+"="+scheduler.DefaultCadence[w.Name].String())
+		parts = append(parts, w.Name+"="+window.DefaultCadence[w.Name].String())
 	}
 	return strings.Join(parts, ",")
 }
@@ -144,7 +145,7 @@ func parseCadence(v string) (map[string]time.Duration, error) {
 	for _, part := range SplitList(v) {
 		name, d, ok := strings.Cut(part, "=")
 		dur, err := time.ParseDuration(d)
-		if _, known := scheduler.DefaultCadence[name]; !ok || !known || err != nil || dur < 0 {
+		if _, known := window.DefaultCadence[name]; !ok || !known || err != nil || dur < 0 {
 			return nil, fmt.Errorf("bad --cadence entry %q: want window=duration, window one of 24h, 7d, 30d, all", part)
 		}
 		out[name] = dur

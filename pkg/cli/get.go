@@ -13,8 +13,8 @@ import (
 
 	"github.com/topk-dev/topk/pkg/api"
 	"github.com/topk-dev/topk/pkg/keys"
-	"github.com/topk-dev/topk/pkg/scheduler"
 	"github.com/topk-dev/topk/pkg/store"
+	"github.com/topk-dev/topk/pkg/window"
 )
 
 func getCommand(env *Env) *cli.Command {
@@ -159,7 +159,7 @@ func printHeader(env *Env, title string, r api.Response) {
 		title, len(r.Items), windowText(r.Window, r.WindowStart, r.WindowEnd), age.Round(100*time.Millisecond))
 	if r.Stale {
 		fmt.Fprintf(env.Out, "STALE: not updated for %s, and it is updated every %s: is topk schedule running and reaching Redis?\n",
-			age.Round(time.Second), scheduler.StaleAfterFor(r.Window)/2)
+			age.Round(time.Second), window.StaleAfterFor(r.Window)/2)
 	}
 }
 

@@ -19,7 +19,7 @@ import (
 
 // DefaultRebuildSince covers the hour window plus the largest default clock
 // skew: an event written that long ago can still be inside the window.
-const DefaultRebuildSince = time.Hour + ingest.DefaultMaxSkew
+const DefaultRebuildSince = time.Hour + events.DefaultMaxSkew
 
 func rebuildCommand(env *Env) *cli.Command {
 	flags := []cli.Flag{brokersFlag(DefaultBrokers), topicFlag(), redisFlag(DefaultRedis), prefixFlag(),

@@ -27,8 +27,8 @@ import (
 	"github.com/topk-dev/topk/lua"
 	"github.com/topk-dev/topk/pkg/kafka"
 	"github.com/topk-dev/topk/pkg/keys"
-	"github.com/topk-dev/topk/pkg/scheduler"
 	"github.com/topk-dev/topk/pkg/store"
+	"github.com/topk-dev/topk/pkg/window"
 )
 
 // Level is how bad a finding is.
@@ -514,7 +514,7 @@ func beatCheck(ctx context.Context, timeout time.Duration, c rueidis.Client, pre
 	defer cancel()
 	key := keys.New(prefix).Beat(keys.Window1h)
 	ms, err := c.Do(ctx, c.B().Get().Key(key).Build()).AsInt64()
-	stale := scheduler.StaleAfterFor(keys.Window1h)
+	stale := window.StaleAfterFor(keys.Window1h)
 	switch {
 	case rueidis.IsRedisNil(err):
 		return check(Warn, "scheduler", "no scheduler has completed a pass on this Redis: run topk schedule").because(

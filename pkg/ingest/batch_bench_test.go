@@ -6,6 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/topk-dev/topk/pkg/events"
 	"github.com/topk-dev/topk/pkg/loadgen"
 	"github.com/topk-dev/topk/pkg/window"
 )
@@ -30,7 +31,7 @@ func benchRecords(b *testing.B, n int, now time.Time) []*kgo.Record {
 func BenchmarkBatchAdd(b *testing.B) {
 	now := time.Now()
 	recs := benchRecords(b, 200_000, now)
-	rule, err := NewTimeRule(0, time.Minute, window.Hour.Span())
+	rule, err := events.NewTimeRule(0, time.Minute, window.Hour.Span())
 	if err != nil {
 		b.Fatal(err)
 	}

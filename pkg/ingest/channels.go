@@ -26,7 +26,7 @@ const maxHeldEvents = 2_000_000
 // ChannelOptions configures the channel pipeline's sink.
 type ChannelOptions struct {
 	// Lateness and MaxSkew are the time rule's (0: the defaults); see
-	// NewTimeRule.
+	// events.NewTimeRule.
 	Lateness, MaxSkew time.Duration
 	// UserMinuteCap counts at most this many events per workspace, user and
 	// minute (0: no cap).
@@ -57,7 +57,7 @@ type ChannelOptions struct {
 // view's for ChannelOptions.GlobalAge (it is a Holder).
 type channelSink struct {
 	st   *store.Store
-	rule TimeRule
+	rule events.TimeRule
 	// win is the store's minute window: the user cap forgets minutes
 	// older than its first.
 	win window.Window
@@ -104,7 +104,7 @@ func NewChannelSink(st *store.Store, o ChannelOptions) (Sink, error) {
 	if o.UserMinuteCap < 0 {
 		return nil, errors.New("ingest: --user-minute-cap must not be negative (0 turns it off)")
 	}
-	rule, err := NewTimeRule(o.Lateness, o.MaxSkew, st.Window().Span())
+	rule, err := events.NewTimeRule(o.Lateness, o.MaxSkew, st.Window().Span())
 	if err != nil {
 		return nil, err
 	}

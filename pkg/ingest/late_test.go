@@ -209,7 +209,7 @@ func TestCustomLateness(t *testing.T) {
 // wraps for the most extreme event times (Decode refuses times of 0 or
 // below, but the rule is exported and must stand on its own).
 func TestTimeRuleExtremes(t *testing.T) {
-	rule, err := ingest.NewTimeRule(0, 0, time.Hour)
+	rule, err := events.NewTimeRule(0, 0, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ type ReplayConfig struct {
 	// at its first record at or after it.
 	Since       time.Time
 	BatchEvents int           // default DefaultBatchEvents
-	MaxSkew     time.Duration // default DefaultMaxSkew
+	MaxSkew     time.Duration // default events.DefaultMaxSkew
 	Lateness    time.Duration // the workers' allowed lateness (see Config); default window.DefaultLateness
 	// UserMinuteCap is the workers' per-user cap (see Config), so that the
 	// rebuild counts what they counted; 0: off.

@@ -16,7 +16,7 @@ import (
 // forgets minutes that left the window.
 func TestUserCap(t *testing.T) {
 	now := time.Date(2025, 11, 30, 12, 0, 30, 0, time.UTC)
-	rule, err := NewTimeRule(0, time.Minute, window.Hour.Span())
+	rule, err := events.NewTimeRule(0, time.Minute, window.Hour.Span())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,7 +43,6 @@ const (
 	// freshness bound of 1.5 s.
 	DefaultBatchEvents = 200_000
 	DefaultBatchAge    = time.Second
-	DefaultMaxSkew     = 5 * time.Minute
 
 	// DefaultSessionTimeout is short so that a crashed worker's partitions
 	// move to the others within seconds (franz-go's default, 45 s, stalled

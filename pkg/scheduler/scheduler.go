@@ -52,42 +52,16 @@ import (
 // writes and the refresh take.
 const DefaultInterval = 500 * time.Millisecond
 
-// MaxInterval is the longest allowed tick interval: the freshness target is
-// 5 s from event to cached ranking.
-const MaxInterval = 5 * time.Second
-
-// StaleAfter is the age past which readers should call a cached result of
-// the hour window stale: twice the longest interval, so at least two
-// refreshes were missed.
-const StaleAfter = 2 * MaxInterval
-
 // DefaultFreshEvery is how often, by default, the long windows' rankings
 // take in the current hour: within a few seconds of the hour's ranking, at
 // a fifth of the Redis time a pass at every tick costs (fresh.lua reads
 // O(K) members per window and workspace).
 const DefaultFreshEvery = 5 * time.Second
 
-// DefaultCadence is how often each long window is refreshed by default.
-var DefaultCadence = map[string]time.Duration{
-	"24h": time.Minute,
-	"7d":  5 * time.Minute,
-	"30d": 5 * time.Minute,
-	"all": 15 * time.Minute,
-}
-
-// StaleAfterFor is the age past which a cached result of window is stale:
-// twice its default cadence (StaleAfter for the hour).
-func StaleAfterFor(window string) time.Duration {
-	if c, ok := DefaultCadence[window]; ok {
-		return 2 * c
-	}
-	return StaleAfter
-}
-
 // Params configures a Scheduler.
 type Params struct {
 	Store    *store.Store
-	Interval time.Duration    // between ticks; default DefaultInterval, at most MaxInterval
+	Interval time.Duration    // between ticks; default DefaultInterval, at most window.MaxInterval
 	K        int              // entries per cached ranking; default 100
 	Clock    func() time.Time // default time.Now; tests inject a simulated clock
 	Logger   *slog.Logger
@@ -96,7 +70,7 @@ type Params struct {
 	Lateness time.Duration
 	// Cadence is how often each long window's sum of the hours before the
 	// current one is recomputed, by name; missing entries take
-	// DefaultCadence. An entry of 0 turns the window off.
+	// window.DefaultCadence. An entry of 0 turns the window off.
 	Cadence map[string]time.Duration
 	// FreshEvery is how often the long windows' rankings take in the
 	// current hour (default DefaultFreshEvery): their freshness.
@@ -193,8 +167,8 @@ func New(p Params) (*Scheduler, error) {
 	if p.Interval == 0 {
 		p.Interval = DefaultInterval
 	}
-	if p.Interval < 0 || p.Interval > MaxInterval {
-		return nil, fmt.Errorf("scheduler: interval %s out of range (0, %s]", p.Interval, MaxInterval)
+	if p.Interval < 0 || p.Interval > window.MaxInterval {
+		return nil, fmt.Errorf("scheduler: interval %s out of range (0, %s]", p.Interval, window.MaxInterval)
 	}
 	if p.K == 0 {
 		p.K = 100
@@ -225,7 +199,7 @@ func New(p Params) (*Scheduler, error) {
 	for _, w := range window.Longs {
 		c, ok := p.Cadence[w.Name]
 		if !ok {
-			c = DefaultCadence[w.Name]
+			c = window.DefaultCadence[w.Name]
 		}
 		if c < 0 {
 			return nil, fmt.Errorf("scheduler: negative cadence %s for window %s", c, w.Name)
