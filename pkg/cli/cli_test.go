@@ -50,7 +50,7 @@ func TestMain(m *testing.M) {
 }
 
 // runCLI runs one command to completion in-process.
-func runCLI(t *testing.T, args ...string) (stdout, stderr string, err error) {
+func runCLI(t testing.TB, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -61,7 +61,7 @@ func runCLI(t *testing.T, args ...string) (stdout, stderr string, err error) {
 }
 
 // mustRun runs a command that must succeed and returns its stdout.
-func mustRun(t *testing.T, args ...string) string {
+func mustRun(t testing.TB, args ...string) string {
 	t.Helper()
 	out, errOut, err := runCLI(t, args...)
 	if err != nil {
@@ -96,8 +96,8 @@ type bgCmd struct {
 }
 
 // startCLI runs a long-running command in a goroutine. It is cancelled, and
-// must return nil within 30 s, when the test ends.
-func startCLI(t *testing.T, args ...string) *bgCmd {
+// must return nil within 30 s, when the test or benchmark ends.
+func startCLI(t testing.TB, args ...string) *bgCmd {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &bgCmd{name: "topk " + args[0], cancel: cancel, done: make(chan struct{})}
@@ -120,7 +120,7 @@ func (b *bgCmd) exited() bool {
 }
 
 // stop cancels the command and waits for it; it must return nil.
-func (b *bgCmd) stop(t *testing.T) {
+func (b *bgCmd) stop(t testing.TB) {
 	t.Helper()
 	b.once.Do(func() {
 		b.cancel()
@@ -137,9 +137,15 @@ func (b *bgCmd) stop(t *testing.T) {
 
 // waitFor polls cond until it holds, failing after 30 s or as soon as one of
 // the background commands returns. cond reports why it does not hold yet.
-func waitFor(t *testing.T, what string, cond func() (bool, string), bg ...*bgCmd) {
+func waitFor(t testing.TB, what string, cond func() (bool, string), bg ...*bgCmd) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
+	waitWithin(t, what, waitTimeout, cond, bg...)
+}
+
+// waitWithin is waitFor with another timeout.
+func waitWithin(t testing.TB, what string, timeout time.Duration, cond func() (bool, string), bg ...*bgCmd) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
 	for {
 		ok, why := cond()
 		if ok {
@@ -151,7 +157,7 @@ func waitFor(t *testing.T, what string, cond func() (bool, string), bg ...*bgCmd
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s: %s", waitTimeout, what, why)
+			t.Fatalf("timed out after %s waiting for %s: %s", timeout, what, why)
 		}
 		time.Sleep(25 * time.Millisecond)
 	}

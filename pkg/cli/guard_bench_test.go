@@ -16,7 +16,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/topk-dev/topk/pkg/cli"
 	"github.com/topk-dev/topk/pkg/devenv"
 	"github.com/topk-dev/topk/pkg/events"
 	"github.com/topk-dev/topk/pkg/internal/testenv"
@@ -76,7 +75,7 @@ func BenchmarkCommitGuard(b *testing.B) {
 	}
 	defer env.kcl.Close()
 	env.adm = kadm.NewClient(env.kcl)
-	if _, errOut, err := guardRun(append([]string{"scripts", "load"}, env.via...)...); err != nil {
+	if _, errOut, err := runCLI(b, append([]string{"scripts", "load"}, env.via...)...); err != nil {
 		b.Fatalf("topk scripts load: %v\n%s", err, errOut)
 	}
 
@@ -192,15 +191,15 @@ func (e *guardEnv) drain(tb testing.TB, i int, guard string) time.Duration {
 		}
 	}
 	began := time.Now()
-	ingest := guardStart(tb, append([]string{"ingest", "--brokers", strings.Join(e.brokers, ","), "--topic", topic, "--group", group,
+	ingest := startCLI(tb, append([]string{"ingest", "--brokers", strings.Join(e.brokers, ","), "--topic", topic, "--group", group,
 		"--prefix", prefix, "--min-replicas-acked", guard}, e.via...)...)
-	guardWaitFor(tb, "the backlog committed", 2*time.Minute, func() (bool, string) {
+	waitWithin(tb, "the backlog committed", 2*time.Minute, func() (bool, string) {
 		n := e.committed(group)
 		return n == guardDrainEvents, fmt.Sprintf("%d of %d committed", n, guardDrainEvents)
 	}, ingest)
 	took := time.Since(began)
 	checkGuardLog(tb, ingest, guard)
-	ingest.stopTB(tb)
+	ingest.stop(tb)
 	return took
 }
 
@@ -228,11 +227,11 @@ func (e *guardEnv) live(tb testing.TB, i int, guard string) liveResult {
 	topic, group, prefix := fmt.Sprintf("bench.live-%d", i), fmt.Sprintf("bench-live-%d", i), fmt.Sprintf("gl%d", i)
 	e.flush(tb)
 	brokers := strings.Join(e.brokers, ",")
-	ingest := guardStart(tb, append(append([]string{"ingest", "--brokers", brokers, "--topic", topic, "--group", group,
+	ingest := startCLI(tb, append(append([]string{"ingest", "--brokers", brokers, "--topic", topic, "--group", group,
 		"--prefix", prefix, "--min-replicas-acked", guard}, guardLiveFlags...), e.via...)...)
-	guardWaitFor(tb, "ingest to start", 30*time.Second, logged(ingest, "ingest worker started"), ingest)
-	sched := guardStart(tb, append([]string{"schedule", "--prefix", prefix, "--interval", "200ms"}, e.via...)...)
-	guardWaitFor(tb, "schedule to start", 30*time.Second, logged(sched, "scheduler started"), sched)
+	waitWithin(tb, "ingest to start", 30*time.Second, logged(ingest, "ingest worker started"), ingest)
+	sched := startCLI(tb, append([]string{"schedule", "--prefix", prefix, "--interval", "200ms"}, e.via...)...)
+	waitWithin(tb, "schedule to start", 30*time.Second, logged(sched, "scheduler started"), sched)
 	checkGuardLog(tb, ingest, guard)
 
 	var produced atomic.Int64
@@ -302,7 +301,7 @@ func (e *guardEnv) live(tb testing.TB, i int, guard string) liveResult {
 		}
 		return int(f)
 	}
-	guardWaitFor(tb, "a first marker in the cached ranking", time.Minute, func() (bool, string) {
+	waitWithin(tb, "a first marker in the cached ranking", time.Minute, func() (bool, string) {
 		return seen() > 0, key + " has no m yet"
 	}, ingest, sched)
 
@@ -361,8 +360,8 @@ func (e *guardEnv) live(tb testing.TB, i int, guard string) liveResult {
 	if err, _ := firstErr.Load().(error); err != nil {
 		tb.Fatalf("produce: %v", err)
 	}
-	sched.stopTB(tb)
-	ingest.stopTB(tb)
+	sched.stop(tb)
+	ingest.stop(tb)
 	return res
 }
 
@@ -377,67 +376,6 @@ func logged(b *bgCmd, msg string) func() (bool, string) {
 	return func() (bool, string) {
 		s := b.errOut.String()
 		return strings.Contains(s, msg), "stderr so far:\n" + s
-	}
-}
-
-// guardRun is runCLI for a testing.TB.
-func guardRun(args ...string) (stdout, stderr string, err error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	var out, errOut testenv.SyncBuffer
-	err = cli.App(cli.Env{Out: &out, Err: &errOut}).RunContext(ctx, append([]string{"topk"}, args...))
-	return out.String(), errOut.String(), err
-}
-
-// guardStart is startCLI for a testing.TB: stopped by stopTB, or when the
-// benchmark ends.
-func guardStart(tb testing.TB, args ...string) *bgCmd {
-	tb.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	b := &bgCmd{name: "topk " + args[0], cancel: cancel, done: make(chan struct{})}
-	app := cli.App(cli.Env{Out: &b.out, Err: &b.errOut})
-	go func() {
-		defer close(b.done)
-		b.err = app.RunContext(ctx, append([]string{"topk"}, args...))
-	}()
-	tb.Cleanup(func() { b.stopTB(tb) })
-	return b
-}
-
-// stopTB is bgCmd.stop for a testing.TB.
-func (b *bgCmd) stopTB(tb testing.TB) {
-	tb.Helper()
-	b.once.Do(func() {
-		b.cancel()
-		select {
-		case <-b.done:
-			if b.err != nil {
-				tb.Errorf("%s returned %v\nstderr:\n%s", b.name, b.err, b.errOut.String())
-			}
-		case <-time.After(waitTimeout):
-			tb.Errorf("%s did not return within %s of being cancelled", b.name, waitTimeout)
-		}
-	})
-}
-
-// guardWaitFor is waitFor for a testing.TB, with its own timeout.
-func guardWaitFor(tb testing.TB, what string, timeout time.Duration, cond func() (bool, string), bg ...*bgCmd) {
-	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		for _, b := range bg {
-			if b.exited() {
-				tb.Fatalf("waiting for %s: %s returned early: %v\nstderr:\n%s", what, b.name, b.err, b.errOut.String())
-			}
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %s waiting for %s: %s", timeout, what, why)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
