@@ -116,10 +116,10 @@ const failoverWait = 20 * time.Second
 // failoverWait, saying once on stderr that it waits: topk get then answers
 // from the promoted replica, with the ranking's age as always. A Redis
 // error reply, or an answer such as "no ranking", ends it at once.
-func throughFailover(c *cli.Context, env *Env, read func() error) error {
-	err := read()
+func throughFailover[T any](c *cli.Context, env *Env, read func() (T, error)) (T, error) {
+	res, err := read()
 	if err == nil || !sentinelMode(c) {
-		return err
+		return res, err
 	}
 	deadline := time.Now().Add(failoverWait)
 	for said := false; unreachable(err) && time.Now().Before(deadline) && c.Context.Err() == nil; {
@@ -128,9 +128,9 @@ func throughFailover(c *cli.Context, env *Env, read func() error) error {
 			said = true
 		}
 		time.Sleep(200 * time.Millisecond)
-		err = read()
+		res, err = read()
 	}
-	return err
+	return res, err
 }
 
 // unreachable reports whether err is a failure to reach Redis rather than
