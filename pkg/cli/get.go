@@ -81,7 +81,7 @@ func getCommand(env *Env) *cli.Command {
 			if c.Bool("global") {
 				return getGlobal(c, env, st, win)
 			}
-			res, err := throughFailover(c, env, func() (store.Result, error) { return st.ReadTop(c.Context, ws, win, c.Int("k")) })
+			res, err := throughFailover(c, func() (store.Result, error) { return st.ReadTop(c.Context, ws, win, c.Int("k")) })
 			if errors.Is(err, store.ErrNoResult) {
 				return cli.Exit(fmt.Sprintf("workspace %q has no ranking over %s yet: no scheduler pass has seen activity of it (is topk schedule running?)", ws, windowWords(win)), ExitNotFound)
 			}
@@ -195,7 +195,7 @@ func certainty(guaranteed bool) string {
 }
 
 func getGlobal(c *cli.Context, env *Env, st *store.Store, win string) error {
-	res, err := throughFailover(c, env, func() (store.GlobalResult, error) { return st.ReadGlobal(c.Context, win, c.Int("k")) })
+	res, err := throughFailover(c, func() (store.GlobalResult, error) { return st.ReadGlobal(c.Context, win, c.Int("k")) })
 	if errors.Is(err, store.ErrNoResult) {
 		return cli.Exit(fmt.Sprintf("there is no global ranking over %s yet (is topk schedule running?)", windowWords(win)), ExitNotFound)
 	}

@@ -16,7 +16,7 @@ import (
 // computed now from Redis as GET /v1/top?by=growth computes them.
 func getRising(c *cli.Context, env *Env, st *store.Store, ws string) error {
 	now := time.Now()
-	res, err := throughFailover(c, env, func() (store.Rising, error) { return st.ReadRising(c.Context, ws, now, c.Int("k"), c.Int64("min")) })
+	res, err := throughFailover(c, func() (store.Rising, error) { return st.ReadRising(c.Context, ws, now, c.Int("k"), c.Int64("min")) })
 	if err != nil {
 		return cli.Exit("cannot read the hour's counts from Redis: "+err.Error(), ExitFailure)
 	}
@@ -39,7 +39,7 @@ func getRising(c *cli.Context, env *Env, st *store.Store, ws string) error {
 // getGlobalRising prints the global rising ranking the scheduler cached
 // (topk get --global --by growth), as GET /v1/top/global?by=growth.
 func getGlobalRising(c *cli.Context, env *Env, st *store.Store) error {
-	res, err := throughFailover(c, env, func() (store.GlobalRising, error) { return st.ReadGlobalRising(c.Context, c.Int("k")) })
+	res, err := throughFailover(c, func() (store.GlobalRising, error) { return st.ReadGlobalRising(c.Context, c.Int("k")) })
 	if errors.Is(err, store.ErrNoResult) {
 		return cli.Exit("there is no global rising ranking yet (is topk schedule running, with the lua global backend?)", ExitNotFound)
 	}

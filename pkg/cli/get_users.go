@@ -16,7 +16,7 @@ import (
 // (topk get --by users), computed now as GET /v1/top?by=users computes it.
 func getUsers(c *cli.Context, env *Env, st *store.Store, ws string) error {
 	now := time.Now()
-	res, err := throughFailover(c, env, func() (uniq.Ranking, error) { return st.ReadUsers(c.Context, ws, now, c.Int("k")) })
+	res, err := throughFailover(c, func() (uniq.Ranking, error) { return st.ReadUsers(c.Context, ws, now, c.Int("k")) })
 	if err != nil {
 		return cli.Exit("cannot read the unique-user counts from Redis: "+err.Error(), ExitFailure)
 	}

@@ -113,10 +113,11 @@ const failoverWait = 20 * time.Second
 
 // throughFailover runs read and, in Sentinel mode, runs it again while it
 // fails to reach Redis (the master gone, a failover under way), for up to
-// failoverWait, saying once on stderr that it waits: topk get then answers
-// from the promoted replica, with the ranking's age as always. A Redis
-// error reply, or an answer such as "no ranking", ends it at once.
-func throughFailover[T any](c *cli.Context, env *Env, read func() (T, error)) (T, error) {
+// failoverWait, saying once on stderr that it waits: a command then
+// connects to, and topk get answers from, the promoted replica, with the
+// ranking's age as always. A Redis error reply, a refused login or
+// permission, or an answer such as "no ranking" ends it at once.
+func throughFailover[T any](c *cli.Context, read func() (T, error)) (T, error) {
 	res, err := read()
 	if err == nil || !sentinelMode(c) {
 		return res, err
@@ -124,7 +125,7 @@ func throughFailover[T any](c *cli.Context, env *Env, read func() (T, error)) (T
 	deadline := time.Now().Add(failoverWait)
 	for said := false; unreachable(err) && time.Now().Before(deadline) && c.Context.Err() == nil; {
 		if !said {
-			fmt.Fprintln(env.Err, "topk: the Redis master does not answer; waiting for Sentinel to promote a replica")
+			fmt.Fprintln(c.App.ErrWriter, "topk: the Redis master does not answer; waiting for Sentinel to promote a replica")
 			said = true
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -134,30 +135,16 @@ func throughFailover[T any](c *cli.Context, env *Env, read func() (T, error)) (T
 }
 
 // unreachable reports whether err is a failure to reach Redis rather than
-// an answer from it.
+// an answer from it or a refusal.
 func unreachable(err error) bool {
 	var re *rueidis.RedisError
-	return err != nil && !errors.As(err, &re) && !errors.Is(err, store.ErrNoResult) && !errors.Is(err, context.Canceled)
+	return err != nil && !errors.As(err, &re) && security.ClassifyRedis(err) == security.NotRefused &&
+		!errors.Is(err, store.ErrNoResult) && !errors.Is(err, context.Canceled)
 }
 
 // newRedisClient is rueidis.NewClient, waiting out a failover in Sentinel
-// mode: while the master the sentinels name does not answer, it tries
-// again for up to failoverWait, saying once on stderr that it waits. (A
-// refused login or permission ends it at once.)
+// mode (throughFailover): while the master the sentinels name does not
+// answer, it tries again.
 func newRedisClient(c *cli.Context, opt rueidis.ClientOption) (rueidis.Client, error) {
-	client, err := rueidis.NewClient(opt)
-	if err == nil || !sentinelMode(c) {
-		return client, err
-	}
-	deadline := time.Now().Add(failoverWait)
-	for said := false; unreachable(err) && security.ClassifyRedis(err) == security.NotRefused &&
-		time.Now().Before(deadline) && c.Context.Err() == nil; {
-		if !said {
-			fmt.Fprintln(c.App.ErrWriter, "topk: the Redis master does not answer; waiting for Sentinel to promote a replica")
-			said = true
-		}
-		time.Sleep(200 * time.Millisecond)
-		client, err = rueidis.NewClient(opt)
-	}
-	return client, err
+	return throughFailover(c, func() (rueidis.Client, error) { return rueidis.NewClient(opt) })
 }
