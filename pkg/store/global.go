@@ -14,6 +14,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/topk-dev/topk/lua"
+	"github.com/topk-dev/topk/pkg/internal/redisread"
 	"github.com/topk-dev/topk/pkg/keys"
 	"github.com/topk-dev/topk/pkg/window"
 )
@@ -621,7 +622,7 @@ func (s *Store) ReadGlobal(ctx context.Context, win string, n int) (GlobalResult
 	if n <= 0 {
 		stop = -1
 	}
-	replies, err := s.readTogether(ctx,
+	replies, err := redisread.Together(ctx, s.c,
 		s.c.B().Hgetall().Key(g.TopMeta(win)).Build(),
 		s.c.B().Zrange().Key(g.Top(win)).Min("0").Max(strconv.FormatInt(stop, 10)).Rev().Withscores().Build(),
 		s.c.B().Hgetall().Key(g.TopErr(win)).Build())

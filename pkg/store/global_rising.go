@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/topk-dev/topk/lua"
+	"github.com/topk-dev/topk/pkg/internal/redisread"
 	"github.com/topk-dev/topk/pkg/keys"
 )
 
@@ -144,7 +145,7 @@ func (s *Store) ReadGlobalRising(ctx context.Context, n int) (GlobalRising, erro
 	if n <= 0 {
 		stop = -1
 	}
-	replies, err := s.readTogether(ctx,
+	replies, err := redisread.Together(ctx, s.c,
 		s.c.B().Hgetall().Key(g.TopMeta(keys.Rising)).Build(),
 		s.c.B().Zrange().Key(g.Top(keys.Rising)).Min("0").Max(strconv.FormatInt(stop, 10)).Rev().Withscores().Build(),
 		s.c.B().Hgetall().Key(g.TopErr(keys.Rising)).Build(),

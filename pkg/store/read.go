@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/topk-dev/topk/pkg/internal/redisread"
 	"github.com/topk-dev/topk/pkg/keys"
 )
 
@@ -104,7 +105,7 @@ func (s *Store) ReadTop(ctx context.Context, ws, win string, n int) (Result, err
 	if err != nil && !rueidis.IsRedisNil(err) {
 		return Result{}, fmt.Errorf("store.read_top: beat: %w", err)
 	}
-	replies, err := s.readTogether(ctx,
+	replies, err := redisread.Together(ctx, s.c,
 		s.c.B().Hgetall().Key(wk.TopMeta(win)).Build(),
 		s.c.B().Zrange().Key(wk.Top(win)).Min("0").Max(strconv.FormatInt(stop, 10)).Rev().Withscores().Build(),
 		s.c.B().Hgetall().Key(wk.TopErr(win)).Build())
@@ -177,25 +178,4 @@ func decodeMeta(m map[string]string) (Result, error) {
 	}
 	r.K = k
 	return r, err
-}
-
-// readTogether sends cmds in one MULTI/EXEC, so that what they read belongs
-// together (a ranking and its metadata, a sum and its marker), and returns
-// their replies in order.
-func (s *Store) readTogether(ctx context.Context, cmds ...rueidis.Completed) ([]rueidis.RedisMessage, error) {
-	all := make(rueidis.Commands, 0, len(cmds)+2)
-	all = append(all, s.c.B().Multi().Build())
-	all = append(all, cmds...)
-	all = append(all, s.c.B().Exec().Build())
-	resp := s.c.DoMulti(ctx, all...)
-	for _, r := range resp {
-		if err := r.Error(); err != nil {
-			return nil, err
-		}
-	}
-	replies, err := resp[len(resp)-1].ToArray()
-	if err != nil || len(replies) != len(cmds) {
-		return nil, fmt.Errorf("%w: EXEC reply %v", ErrBadReply, err)
-	}
-	return replies, nil
 }

@@ -4,13 +4,11 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strconv"
 	"time"
 
 	"github.com/redis/rueidis"
 
-	"github.com/topk-dev/topk/pkg/keys"
-	"github.com/topk-dev/topk/pkg/window"
+	"github.com/topk-dev/topk/pkg/hoursum"
 )
 
 // DefaultRisingMin is the least count in the last hour a channel needs to
@@ -75,19 +73,19 @@ func (s *Store) ReadRising(ctx context.Context, ws string, now time.Time, k int,
 	if minCount <= 0 {
 		minCount = DefaultRisingMin
 	}
-	hour, start, err := s.readHourSum(ctx, s.keys.Workspace(ws), now)
+	hour, err := hoursum.Read(ctx, s.c, s.keys.Workspace(ws), now, risingScanLimit)
 	if err != nil {
 		return Rising{}, fmt.Errorf("store.read_rising: %w", err)
 	}
-	r := Rising{Min: minCount, Complete: hour.complete, Bound: hour.floor,
+	start := hour.Start
+	r := Rising{Min: minCount, Complete: hour.Complete, Bound: hour.Floor,
 		WindowStart: time.Unix(start*60, 0).UTC(), WindowEnd: now.UTC(), PreviousStart: time.Unix((start-60)*60, 0).UTC()}
-	cands := hour.counts[:0]
-	for _, c := range hour.counts {
-		if c.Count >= minCount {
-			cands = append(cands, c)
-		}
+	// hour.Counts are in descending order of count: those of at least
+	// minCount lead.
+	cands := hour.Counts
+	for len(cands) > 0 && cands[len(cands)-1].Count < minCount {
+		cands = cands[:len(cands)-1]
 	}
-	sort.Slice(cands, func(i, j int) bool { return ranksBefore(cands[i].Count, cands[i].ID, cands[j].Count, cands[j].ID) })
 	prevBuckets := make([]string, 60)
 	for i := range prevBuckets {
 		prevBuckets[i] = s.keys.Workspace(ws).Bucket(start - 60 + int64(i))
@@ -116,7 +114,7 @@ func (s *Store) ReadRising(ctx context.Context, ws string, now time.Time, k int,
 		found[i].Rank = i + 1
 	}
 	r.Entries = found
-	if !r.Complete && len(found) == k && found[k-1].Growth > hour.floor {
+	if !r.Complete && len(found) == k && found[k-1].Growth > hour.Floor {
 		r.Complete = true // nothing left unread can outgrow the last entry
 	}
 	if r.Complete {
@@ -137,75 +135,10 @@ func sortRising(es []RisingEntry) {
 	})
 }
 
-// hourSum is a workspace's hour counts as ReadRising reads them: every
-// channel (complete), or its candidates above floor.
-type hourSum struct {
-	counts   []Entry
-	complete bool
-	floor    int64
-}
-
-// readHourSum reads ws's running hour sum and the first minute it spans.
-// The sum holds the minutes after `through` (or, before the first slide,
-// those in its minutes set), so start is through+1, or the oldest minute
-// it holds, or the window's first minute when it is empty.
-func (s *Store) readHourSum(ctx context.Context, wk keys.Workspace, now time.Time) (hourSum, int64, error) {
-	win := keys.Window1h
-	n, err := s.c.Do(ctx, s.c.B().Hlen().Key(wk.Win(win)).Build()).AsInt64()
-	if err != nil {
-		return hourSum{}, 0, err
-	}
-	read := s.c.B().Hgetall().Key(wk.Win(win)).Build()
-	whole := n <= risingScanLimit
-	if !whole {
-		read = s.c.B().Zrange().Key(wk.WinCand(win)).Min("+inf").Max("-inf").Byscore().Rev().Withscores().Build()
-	}
-	replies, err := s.readTogether(ctx,
-		s.c.B().Get().Key(wk.WinThrough(win)).Build(),
-		s.c.B().Get().Key(wk.WinFloor(win)).Build(),
-		s.c.B().Zrange().Key(wk.WinMinutes(win)).Min("0").Max("0").Build(),
-		read)
-	if err != nil {
-		return hourSum{}, 0, err
-	}
-	start := window.Hour.First(now)
-	if through, err := replies[0].AsInt64(); err == nil {
-		start = through + 1
-	} else if oldest, err := replies[2].AsStrSlice(); err == nil && len(oldest) == 1 {
-		if m, err := strconv.ParseInt(oldest[0], 10, 64); err == nil && m < start {
-			start = m
-		}
-	}
-	h := hourSum{complete: whole}
-	if h.floor, err = replies[1].AsInt64(); err != nil && !rueidis.IsRedisNil(err) {
-		return hourSum{}, 0, err
-	}
-	if whole {
-		m, err := replies[3].AsIntMap()
-		if err != nil {
-			return hourSum{}, 0, err
-		}
-		for id, c := range m {
-			h.counts = append(h.counts, Entry{ID: id, Count: c})
-		}
-		return h, start, nil
-	}
-	zs, err := replies[3].AsZScores()
-	if err != nil {
-		return hourSum{}, 0, err
-	}
-	for _, z := range zs {
-		if int64(z.Score) > h.floor { // at or below floor, cand's count may be stale
-			h.counts = append(h.counts, Entry{ID: z.Member, Count: int64(z.Score)})
-		}
-	}
-	return h, start, nil
-}
-
 // sumScores returns, for each channel of chunk, the sum of its scores in
 // buckets (a missing member or bucket counts 0), one ZMSCORE per bucket in
 // one round trip.
-func (s *Store) sumScores(ctx context.Context, buckets []string, chunk []Entry) ([]int64, error) {
+func (s *Store) sumScores(ctx context.Context, buckets []string, chunk []hoursum.Count) ([]int64, error) {
 	members := make([]string, len(chunk))
 	for i, c := range chunk {
 		members[i] = c.ID

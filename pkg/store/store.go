@@ -13,6 +13,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/topk-dev/topk/pkg/internal/par"
+	"github.com/topk-dev/topk/pkg/internal/redisread"
 	"github.com/topk-dev/topk/pkg/keys"
 	"github.com/topk-dev/topk/pkg/window"
 )
@@ -23,7 +24,7 @@ var ErrNoResult = errors.New("no cached ranking")
 
 // ErrBadReply means a script or command answered with an unexpected shape,
 // which points at scripts and code from different versions.
-var ErrBadReply = errors.New("unexpected reply from Redis")
+var ErrBadReply = redisread.ErrBadReply
 
 // Defaults for Options.
 const (

@@ -19,7 +19,7 @@ import (
 // worker and reader users need of this package): the reader may only read
 // keys (%R~), the writer sends PFADD and EXPIREAT alone.
 const (
-	readerRules = "%R~topk:* -@all +hlen +hgetall +zrange +get +pfcount"
+	readerRules = "%R~topk:* -@all +multi +exec +hlen +hgetall +zrange +get +pfcount"
 	writerRules = "~topk:* -@all +pfadd +expireat"
 )
 

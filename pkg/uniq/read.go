@@ -5,12 +5,12 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
 
+	"github.com/topk-dev/topk/pkg/hoursum"
 	"github.com/topk-dev/topk/pkg/keys"
 )
 
@@ -52,12 +52,6 @@ type Item struct {
 	Events  int64 // events over the window, exact (the event ranking's hour sum)
 }
 
-// candidate is a channel and its hour event count, the bound on its users.
-type candidate struct {
-	ch     string
-	events int64
-}
-
 // ReadTop returns the top k channels of workspace ws by distinct users over
 // the hour window at now (window.Hour.Buckets(now)); now should be the
 // current time, as the scheduler's. A workspace with no activity gives an
@@ -95,92 +89,32 @@ func (s *Store) ReadTop(ctx context.Context, ws string, now time.Time, k int) (R
 	r := Ranking{Workspace: ws, WindowStart: time.Unix(first*60, 0), WindowEnd: now,
 		Items: []Item{}, Complete: true, StdError: StdError}
 	wk := s.keys.Workspace(ws)
-	cands, floor, through, err := s.candidates(ctx, wk)
+	// The channels to consider, in descending order of events, and the
+	// bound on the events of those left out (0: none left out).
+	hour, err := hoursum.Read(ctx, s.c, wk, now, fullScanChannels)
+	if err != nil {
+		return Ranking{}, fmt.Errorf("uniq.read_top: workspace %q: hour sum: %w", ws, err)
+	}
+	floor := int64(0)
+	if !hour.Complete {
+		floor = hour.Floor
+	}
+	r.Items, err = s.rank(ctx, wk, s.win.Buckets(now), hour.Counts, k)
 	if err != nil {
 		return Ranking{}, fmt.Errorf("uniq.read_top: workspace %q: %w", ws, err)
 	}
-	r.Items, err = s.rank(ctx, wk, s.win.Buckets(now), cands, k)
-	if err != nil {
-		return Ranking{}, fmt.Errorf("uniq.read_top: workspace %q: %w", ws, err)
-	}
-	if floor > 0 && (len(r.Items) < k || r.Items[k-1].Users < floor) || through >= first {
+	// A sum that starts after the window's first minute lacks it (the
+	// scheduler's clock ahead of now).
+	if floor > 0 && (len(r.Items) < k || r.Items[k-1].Users < floor) || hour.Start > first {
 		r.Complete = false
 	}
 	return r, nil
 }
 
-// candidates returns the channels to consider, in descending order of
-// events (then channel id), and the bound on the events of those left out
-// (0: none left out), and the newest minute already subtracted from the
-// hour sum (0 if none yet).
-func (s *Store) candidates(ctx context.Context, wk keys.Workspace) (cands []candidate, floor, through int64, err error) {
-	meta := s.c.DoMulti(ctx,
-		s.c.B().Hlen().Key(wk.Win(keys.Window1h)).Build(),
-		s.c.B().Get().Key(wk.WinFloor(keys.Window1h)).Build(),
-		s.c.B().Get().Key(wk.WinThrough(keys.Window1h)).Build())
-	n, err := meta[0].AsInt64()
-	if err != nil {
-		return nil, 0, 0, fmt.Errorf("hour sum: %w", err)
-	}
-	if floor, err = optionalInt(meta[1]); err != nil {
-		return nil, 0, 0, fmt.Errorf("candidates' floor: %w", err)
-	}
-	if through, err = optionalInt(meta[2]); err != nil {
-		return nil, 0, 0, fmt.Errorf("hour sum's through: %w", err)
-	}
-	if n <= fullScanChannels {
-		cands, err = s.wholeSum(ctx, wk)
-		floor = 0
-	} else {
-		cands, err = s.aboveFloor(ctx, wk, floor)
-	}
-	slices.SortFunc(cands, func(a, b candidate) int {
-		if a.events != b.events {
-			return cmp.Compare(b.events, a.events)
-		}
-		return strings.Compare(b.ch, a.ch)
-	})
-	return cands, floor, through, err
-}
-
-// wholeSum reads the workspace's hour sum, every channel with events.
-func (s *Store) wholeSum(ctx context.Context, wk keys.Workspace) ([]candidate, error) {
-	m, err := s.c.Do(ctx, s.c.B().Hgetall().Key(wk.Win(keys.Window1h)).Build()).AsStrMap()
-	if err != nil {
-		return nil, fmt.Errorf("hour sum: %w", err)
-	}
-	out := make([]candidate, 0, len(m))
-	for ch, v := range m {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("hour sum of channel %q: %w", ch, err)
-		}
-		if n > 0 {
-			out = append(out, candidate{ch: ch, events: n})
-		}
-	}
-	return out, nil
-}
-
-// aboveFloor reads the candidate set's members above floor: there, the
-// set's scores are the channels' exact hour counts (see ingest.lua).
-func (s *Store) aboveFloor(ctx context.Context, wk keys.Workspace, floor int64) ([]candidate, error) {
-	zs, err := s.c.Do(ctx, s.c.B().Zrange().Key(wk.WinCand(keys.Window1h)).
-		Min("+inf").Max("("+strconv.FormatInt(floor, 10)).Byscore().Rev().Withscores().Build()).AsZScores()
-	if err != nil {
-		return nil, fmt.Errorf("candidates: %w", err)
-	}
-	out := make([]candidate, len(zs))
-	for i, z := range zs {
-		out[i] = candidate{ch: z.Member, events: int64(z.Score)}
-	}
-	return out, nil
-}
-
 // rank counts the users of cands (sorted by events descending) in chunks
 // of channelsPerPipeline, stopping once the next channel's events are below
 // the k-th users count (see ReadTop), and returns the top k.
-func (s *Store) rank(ctx context.Context, wk keys.Workspace, minutes []int64, cands []candidate, k int) ([]Item, error) {
+func (s *Store) rank(ctx context.Context, wk keys.Workspace, minutes []int64, cands []hoursum.Count, k int) ([]Item, error) {
 	top := []Item{}
 	for i := 0; i < len(cands); {
 		bound := int64(0)
@@ -188,7 +122,7 @@ func (s *Store) rank(ctx context.Context, wk keys.Workspace, minutes []int64, ca
 			bound = top[k-1].Users
 		}
 		j := i
-		for j < len(cands) && j-i < channelsPerPipeline && cands[j].events >= bound {
+		for j < len(cands) && j-i < channelsPerPipeline && cands[j].Count >= bound {
 			j++
 		}
 		if j == i {
@@ -208,12 +142,12 @@ func (s *Store) rank(ctx context.Context, wk keys.Workspace, minutes []int64, ca
 
 // count merges each candidate's minute HyperLogLogs with one PFCOUNT,
 // pipelined, and returns those with users.
-func (s *Store) count(ctx context.Context, wk keys.Workspace, minutes []int64, cands []candidate) ([]Item, error) {
+func (s *Store) count(ctx context.Context, wk keys.Workspace, minutes []int64, cands []hoursum.Count) ([]Item, error) {
 	cmds := make(rueidis.Commands, len(cands))
 	ks := make([]string, len(minutes))
 	for i, c := range cands {
 		for j, m := range minutes {
-			ks[j] = wk.Users(m, c.ch)
+			ks[j] = wk.Users(m, c.ID)
 		}
 		cmds[i] = s.c.B().Pfcount().Key(ks...).Build()
 	}
@@ -221,10 +155,10 @@ func (s *Store) count(ctx context.Context, wk keys.Workspace, minutes []int64, c
 	for i, r := range s.c.DoMulti(ctx, cmds...) {
 		n, err := r.AsInt64()
 		if err != nil {
-			return nil, fmt.Errorf("users of channel %q: %w", cands[i].ch, err)
+			return nil, fmt.Errorf("users of channel %q: %w", cands[i].ID, err)
 		}
 		if n > 0 {
-			items = append(items, Item{Channel: cands[i].ch, Users: n, Events: cands[i].events})
+			items = append(items, Item{Channel: cands[i].ID, Users: n, Events: cands[i].Count})
 		}
 	}
 	return items, nil
@@ -240,20 +174,4 @@ func rankOrder(a, b Item) int {
 		return cmp.Compare(b.Events, a.Events)
 	}
 	return strings.Compare(b.Channel, a.Channel)
-}
-
-// optionalInt decodes an integer string reply; a missing key is 0.
-func optionalInt(r rueidis.RedisResult) (int64, error) {
-	v, err := r.ToString()
-	if rueidis.IsRedisNil(err) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("not an integer: %q", v)
-	}
-	return n, nil
 }

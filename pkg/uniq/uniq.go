@@ -25,8 +25,8 @@
 // cap) count for neither.
 //
 // Commands: the write path sends only PFADD and EXPIREAT on the u: keys;
-// the read path only HLEN, HGETALL, ZRANGE, GET and PFCOUNT, so a read-only
-// ACL user can rank.
+// the read path only HLEN, HGETALL, ZRANGE and GET (the hour sum, in one
+// MULTI: pkg/hoursum) and PFCOUNT, so a read-only ACL user can rank.
 package uniq
 
 import (
