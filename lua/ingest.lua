@@ -23,24 +23,39 @@
 -- ARGV[1], ARGV[2]  retention of hour and day buckets, seconds
 -- ARGV[3]   c: cand keeps at least the c highest counts (the scheduler's k
 --           must not exceed it, or refresh.lua rescans win)
--- ARGV, then per group: source, first, last, b, then per bucket:
---   minute, expire_at, n, member_1, increment_1, ..., member_n, increment_n
+-- ARGV, then per group: source, first, last, b, then per bucket: minute,
+--   expire_at; then p, and p parts, each: chunk, then per bucket: n,
+--   member_1, increment_1, ..., member_n, increment_n
 --   source    "<topic>/<partition>" the counts were read from, or "" for
 --             counts with no source (then no fence applies)
 --   first, last  the offsets of the batch's first and last record of source
 --   expire_at is when the bucket leaves the window plus grace; it depends
---   only on the minute, so a late write never extends a bucket's life.
+--             only on the minute, so a late write never extends a bucket's life.
+--   chunk     "" for a part that holds the group's every channel, or the
+--             chunk number 0..255 of the channels it holds (pkg/store's
+--             fenceChunk: FNV-1a of the channel id, mod 256)
 -- Reply    array: pairs applied, events skipped as already applied, then
---          for each group that overlaps its fence: the group's number in
---          the call (from 1) and the fence.
+--          for each part that overlaps its fence: the group's number in
+--          the call (from 1), the part's number in the group (from 1) and
+--          the fence, or -1 for a whole part whose chunks are fenced apart
+--          (the caller sends the group again in chunks).
 --
--- Exactly once per workspace: a group applies only if its fence is below
+-- Exactly once per workspace: a part applies only if its fence is below
 -- `first`, and then moves the fence to `last` in the same atomic step. A
--- group at or below its fence was applied before (a replay after a crash,
--- or a retry whose reply was lost) and is skipped. A group whose range
+-- part at or below its fence was applied before (a replay after a crash,
+-- or a retry whose reply was lost) and is skipped. A part whose range
 -- straddles the fence (a replay cut differently from the original batch)
 -- changes nothing and is reported: the caller recounts the records after
 -- the fence and sends them as a new group.
+--
+-- Chunks, so that one workspace's batch need not be one long call: the
+-- caller splits a large group by channel into chunks, each fenced on its
+-- own (fence field "<source>#<chunk>"), and may send them in separate calls
+-- in any order. A chunk's fence is the higher of its own field and the
+-- whole source's field "<source>", which a whole part moves for every
+-- chunk at once; "<source>#max" is the highest chunk fence, so a whole part
+-- knows whether every chunk is below it (apply), at or above its last
+-- (skip) or neither (reported with -1).
 --
 -- Invariant, kept together with refresh.lua: win is the sum of the buckets
 -- of the minutes in `minutes`, which are the minutes after `through` that
@@ -76,19 +91,47 @@ local function raise_expiry(key, at)
   redis.call('EXPIREAT', key, at, 'GT')
 end
 
--- skip_group returns the ARGV index after the group's b buckets that start
--- at a, and the sum of their increments.
-local function skip_group(a, b)
-  local events = 0
-  for _ = 1, b do
-    local n = tonumber(ARGV[a + 2])
-    a = a + 3
+-- scan_part reads the part that starts at a (after its chunk) over b
+-- buckets: it returns the ARGV index after it, the index of each bucket's
+-- n, and the sum of its increments.
+local function scan_part(a, b)
+  local events, at = 0, {}
+  for i = 1, b do
+    local n = tonumber(ARGV[a])
+    at[i] = a
+    a = a + 1
     for _ = 1, n do
       events = events + tonumber(ARGV[a + 1])
       a = a + 2
     end
   end
-  return a, events
+  return a, at, events
+end
+
+-- judge says what to do with a part of offsets first..last whose fence
+-- fields are f (source), fmax (source#max) and fc (source#chunk, chunks
+-- only): 'apply', 'skip', or the fence it straddles (-1: a whole part over
+-- chunks fenced apart).
+local function judge(whole, f, fmax, fc, first, last)
+  f = tonumber(f) or -1
+  if whole then
+    local hi = math.max(f, tonumber(fmax) or -1)
+    if hi < first then
+      return 'apply'
+    elseif f >= last then
+      return 'skip'
+    elseif hi == f then
+      return f
+    end
+    return -1
+  end
+  local eff = math.max(f, tonumber(fc) or -1)
+  if eff < first then
+    return 'apply'
+  elseif eff >= last then
+    return 'skip'
+  end
+  return eff
 end
 
 -- add_late adds a late count to the rollups its minute was folded into.
@@ -140,19 +183,42 @@ local applied, skipped, overlaps = 0, 0, {}
 while k <= #KEYS do
   group = group + 1
   local win, minutes, fence = KEYS[k], KEYS[k + 2], KEYS[k + 3]
-  local source, first, last, b = ARGV[a], tonumber(ARGV[a + 1]), ARGV[a + 2], tonumber(ARGV[a + 3])
-  a = a + 4
-  local fenced = source ~= '' and tonumber(redis.call('HGET', fence, source))
-  if fenced and fenced >= first then
-    local events
-    a, events = skip_group(a, b)
-    if fenced >= tonumber(last) then
-      skipped = skipped + events
+  local source, first, last, b = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+  local bucket_args = a + 4 -- minute_i, expire_at_i
+  a = bucket_args + 2 * b
+  -- Read every part, and judge each against its fence (one HMGET).
+  local parts, fields = {}, { source, source .. '#max' }
+  for j = 1, tonumber(ARGV[a]) do
+    local chunk = ARGV[a + 1]
+    local next_a, at, events = scan_part(a + 2, b)
+    parts[j] = { chunk = chunk, at = at, events = events }
+    if chunk ~= '' then
+      fields[#fields + 1] = source .. '#' .. chunk
+    end
+    a = next_a - 1
+  end
+  a = a + 1
+  local fenced = source ~= '' and redis.call('HMGET', fence, unpack(fields)) or {}
+  local apply, fc = {}, 2
+  for j, part in ipairs(parts) do
+    local verdict = 'apply'
+    if part.chunk ~= '' then
+      fc = fc + 1
+    end
+    if source ~= '' then
+      verdict = judge(part.chunk == '', fenced[1], fenced[2], fenced[fc], first, last)
+    end
+    if verdict == 'apply' then
+      apply[#apply + 1] = part
+    elseif verdict == 'skip' then
+      skipped = skipped + part.events
     else
       overlaps[#overlaps + 1] = group
-      overlaps[#overlaps + 1] = fenced
+      overlaps[#overlaps + 1] = j
+      overlaps[#overlaps + 1] = verdict
     end
-  else
+  end
+  if #apply > 0 then
     local through = tonumber(redis.call('GET', KEYS[k + 1]))
     local roll, fold, cand, floor_key = KEYS[k + 4], KEYS[k + 5], KEYS[k + 6], KEYS[k + 7]
     local cand_floor = tonumber(redis.call('GET', floor_key)) or 0
@@ -166,42 +232,50 @@ while k <= #KEYS do
     local raised = {}
     for i = 1, b do
       local bucket = KEYS[k + 7 + i]
-      local minute, expire_at, n = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2])
-      a = a + 3
+      local minute, expire_at = ARGV[bucket_args + 2 * (i - 1)], ARGV[bucket_args + 2 * i - 1]
       local mi = tonumber(minute)
       local in_win = through == nil or mi > through
       local hour = math.floor(mi / 60)
       local late = folded ~= nil and mi <= folded
       local hour_closed = closed ~= nil and hour <= closed
-      if late and (first_hour == nil or hour < first_hour) then
-        first_hour = hour
-        redis.call('HSET', roll, 'f', hour)
-      end
-      for _ = 1, n do
-        redis.call('ZINCRBY', bucket, ARGV[a + 1], ARGV[a])
-        if in_win then
-          local count = redis.call('HINCRBY', win, ARGV[a], ARGV[a + 1])
-          if count > cand_floor then
-            raised[#raised + 1] = count
-            raised[#raised + 1] = ARGV[a]
+      local pairs_in = 0
+      latest = math.max(latest, tonumber(expire_at))
+      for _, part in ipairs(apply) do
+        local at = part.at[i]
+        local n = tonumber(ARGV[at])
+        if n > 0 and late and (first_hour == nil or hour < first_hour) then
+          first_hour = hour
+          redis.call('HSET', roll, 'f', hour)
+        end
+        for q = at + 1, at + 2 * n, 2 do
+          redis.call('ZINCRBY', bucket, ARGV[q + 1], ARGV[q])
+          if in_win then
+            local count = redis.call('HINCRBY', win, ARGV[q], ARGV[q + 1])
+            if count > cand_floor then
+              raised[#raised + 1] = count
+              raised[#raised + 1] = ARGV[q]
+            end
+          end
+          if late then
+            add_late(base, hour, hour_closed, floor, hret, dret, ARGV[q], tonumber(ARGV[q + 1]))
           end
         end
-        if late then
-          add_late(base, hour, hour_closed, floor, hret, dret, ARGV[a], tonumber(ARGV[a + 1]))
+        pairs_in = pairs_in + n
+      end
+      -- A bucket no applied part writes to is left alone: a minute in
+      -- `minutes` must have counts.
+      if pairs_in > 0 then
+        redis.call('EXPIREAT', bucket, expire_at)
+        if not late then
+          redis.call('ZADD', fold, minute, minute)
+          raise_expiry(fold, expire_at)
         end
-        a = a + 2
+        if in_win then
+          redis.call('ZADD', minutes, minute, minute)
+          latest_in_win = math.max(latest_in_win, tonumber(expire_at))
+        end
+        applied = applied + pairs_in
       end
-      redis.call('EXPIREAT', bucket, expire_at)
-      if not late then
-        redis.call('ZADD', fold, minute, minute)
-        raise_expiry(fold, expire_at)
-      end
-      latest = math.max(latest, tonumber(expire_at))
-      if in_win then
-        redis.call('ZADD', minutes, minute, minute)
-        latest_in_win = math.max(latest_in_win, tonumber(expire_at))
-      end
-      applied = applied + n
     end
     for j = 1, #raised, 4000 do
       redis.call('ZADD', cand, unpack(raised, j, math.min(j + 3999, #raised)))
@@ -217,7 +291,19 @@ while k <= #KEYS do
     if source ~= '' then
       -- The fence outlives the buckets it speaks for: once they expired, a
       -- replay of those records is too old to count anyway.
-      redis.call('HSET', fence, source, last)
+      local moves = {}
+      for _, part in ipairs(apply) do
+        if part.chunk == '' then
+          moves[#moves + 1], moves[#moves + 2] = source, last
+        else
+          moves[#moves + 1], moves[#moves + 2] = source .. '#' .. part.chunk, last
+          if (tonumber(fenced[2]) or -1) < last then
+            fenced[2] = last
+            moves[#moves + 1], moves[#moves + 2] = source .. '#max', last
+          end
+        end
+      end
+      redis.call('HSET', fence, unpack(moves))
       raise_expiry(fence, latest)
     end
   end

@@ -45,18 +45,20 @@ func part(name string, recs []record, first, last int64, m int64) store.Part {
 // replays from an earlier offset with batches cut elsewhere, some several
 // times (retries, a zombie's late writes). Every workspace's counts still
 // equal each record counted once, and so does its cached ranking, also
-// with candidate sets so small that every replayed write trims them.
+// with candidate sets so small that every replayed write trims them, and
+// with calls so small that most groups go in chunks, each fenced on its
+// own, while others go whole: replays then meet chunks fenced apart.
 func TestFencesMakeReplaysHarmless(t *testing.T) {
-	for _, cands := range []int{store.DefaultCandidates, 2} {
-		t.Run(fmt.Sprintf("candidates=%d", cands), func(t *testing.T) {
-			fencesMakeReplaysHarmless(t, cands)
+	for _, tt := range []struct{ cands, maxPairs int }{{store.DefaultCandidates, 0}, {2, 0}, {store.DefaultCandidates, 3}, {2, 1}} {
+		t.Run(fmt.Sprintf("candidates=%d,pairs=%d", tt.cands, tt.maxPairs), func(t *testing.T) {
+			fencesMakeReplaysHarmless(t, tt.cands, tt.maxPairs)
 		})
 	}
 }
 
-func fencesMakeReplaysHarmless(t *testing.T, cands int) {
+func fencesMakeReplaysHarmless(t *testing.T, cands, maxPairs int) {
 	ctx := context.Background()
-	st, c := newStore(t, store.Options{Candidates: cands})
+	st, c := newStore(t, store.Options{Candidates: cands, MaxPairsPerCall: maxPairs})
 	m := window.Minute(time.Now())
 	rng := rand.New(rand.NewPCG(7, 8))
 	const n = 400
@@ -195,5 +197,59 @@ func TestUnfencedCountsAlwaysApply(t *testing.T) {
 	}
 	if got := fmt.Sprint(readZset(t, c, keys.New("").Workspace("w").Bucket(m))); got != "map[c:4]" {
 		t.Fatalf("bucket = %s, want map[c:4]", got)
+	}
+}
+
+// TestLargeGroupGoesInShortCalls: a workspace's batch of more pairs than a
+// call holds goes in chunks, in calls of at most that many pairs, each
+// chunk fenced on its own; a replay of the batch is skipped whole, and one
+// cut elsewhere counts only what is new.
+func TestLargeGroupGoesInShortCalls(t *testing.T) {
+	ctx := context.Background()
+	const maxPairs = 500
+	st, c := newStore(t, store.Options{MaxPairsPerCall: maxPairs})
+	m := window.Minute(time.Now())
+	recs := make([]record, 6000)
+	for i := range recs {
+		recs[i] = record{ws: "big", ch: fmt.Sprintf("c%d", i%5000)}
+	}
+	b := st.PrepareParts([]store.Part{part("t/0", recs, 0, 3999, m)})
+	if calls := b.Pending() - 2; calls < 4000/maxPairs {
+		t.Fatalf("%d calls for 4,000 pairs at %d per call", calls, maxPairs)
+	}
+	if err := st.Apply(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	again := st.PrepareParts([]store.Part{part("t/0", recs, 0, 3999, m)})
+	if err := st.Apply(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	if again.Skipped != 4000 {
+		t.Fatalf("replay skipped %d events, want 4,000", again.Skipped)
+	}
+	straddle := st.PrepareParts([]store.Part{part("t/0", recs, 3000, 5999, m)})
+	if err := st.Apply(ctx, straddle); err != nil {
+		t.Fatal(err)
+	}
+	if straddle.Recounted == 0 {
+		t.Fatal("a replay cut across the fence recounted nothing")
+	}
+	want := map[string]int64{}
+	for _, r := range recs {
+		want[r.ch]++
+	}
+	wk := keys.New("").Workspace("big")
+	if got := readZset(t, c, wk.Bucket(m)); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("bucket holds %d channels, want %d (or counts differ)", len(got), len(want))
+	}
+	if got := readWin(t, c, wk); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatal("running sum differs from the records counted once")
+	}
+	fields, err := c.Do(ctx, c.B().Hkeys().Key(wk.Fence()).Build()).AsStrSlice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(fields, "t/0#max") || len(fields) < 100 {
+		t.Fatalf("fence fields %d, want one per chunk and t/0#max", len(fields))
 	}
 }

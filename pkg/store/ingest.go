@@ -7,6 +7,8 @@ package store
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 
 	"github.com/redis/rueidis"
@@ -105,9 +107,9 @@ func (sc *scriptCall) exec(ctx context.Context, c rueidis.Client) error {
 // ingestCall is one ingest.lua call and what its reply said.
 type ingestCall struct {
 	scriptCall
-	groups   []groupRef // the call's groups, in order
-	skipped  int64      // events skipped as already applied
-	overlaps []overlap  // groups that straddled their fence
+	groups   []ingestGroup // the call's groups, in order
+	skipped  int64         // events skipped as already applied
+	overlaps []overlap     // parts that straddled their fence
 }
 
 // groupRef names a group: a workspace's counts from one part of the batch.
@@ -116,8 +118,27 @@ type groupRef struct {
 	part int
 }
 
+// ingestGroup is one group of a call: its source's offsets and its parts,
+// the whole group's counts or some of its chunks (see ingest.lua).
+type ingestGroup struct {
+	ref    groupRef
+	src    Source
+	chunks []chunkCounts
+}
+
+// chunkCounts is one part of a group: the counts of the channels of one
+// chunk, or of every channel (chunk -1), by minute.
+type chunkCounts struct {
+	chunk  int
+	counts map[int64]map[string]int64
+	pairs  int
+}
+
+// overlap is a part that straddled its fence. A fence of -1 says the part
+// was whole and its chunks are fenced apart: it goes again in chunks.
 type overlap struct {
-	group groupRef
+	group ingestGroup
+	part  chunkCounts
 	fence int64
 }
 
@@ -126,13 +147,16 @@ func (ic *ingestCall) exec(ctx context.Context, c rueidis.Client) error {
 	if err != nil {
 		return err
 	}
-	skipped, overlaps, err := decodeFenced("ingest.lua", reply, len(ic.groups))
-	if err != nil {
-		return err
+	if len(reply) < 2 || len(reply)%3 != 2 {
+		return fmt.Errorf("%w: ingest.lua replied %v", ErrBadReply, reply)
 	}
-	ic.skipped, ic.overlaps = skipped, ic.overlaps[:0]
-	for _, o := range overlaps {
-		ic.overlaps = append(ic.overlaps, overlap{group: ic.groups[o.group], fence: o.fence})
+	ic.skipped, ic.overlaps = reply[1], ic.overlaps[:0]
+	for i := 2; i < len(reply); i += 3 {
+		g, p := int(reply[i])-1, int(reply[i+1])-1
+		if g < 0 || g >= len(ic.groups) || p < 0 || p >= len(ic.groups[g].chunks) {
+			return fmt.Errorf("%w: ingest.lua named part %d of group %d of %d", ErrBadReply, p+1, g+1, len(ic.groups))
+		}
+		ic.overlaps = append(ic.overlaps, overlap{group: ic.groups[g], part: ic.groups[g].chunks[p], fence: reply[i+2]})
 	}
 	return nil
 }
@@ -229,10 +253,10 @@ func mergeCounts(parts []Part) Counts {
 }
 
 // ingestCalls packs workspace groups into ingest.lua calls (see the script
-// for the layout). A group is never split over calls, since its fence moves
-// once for the whole group; a new call starts when the current one holds
-// MaxPairsPerCall pairs or more, so a single group larger than that makes
-// a larger call.
+// for the layout) of at most MaxPairsPerCall pairs. A group larger than
+// that is split by channel into chunks (fenceChunk), each fenced on its
+// own, and its chunks go in as many calls as they need; only a single
+// chunk larger than that makes a larger call.
 type ingestCalls struct {
 	max   int
 	win   window.Window
@@ -249,27 +273,132 @@ func (s *Store) newIngestCalls() *ingestCalls {
 		args: []string{seconds(s.opts.Rollup.HourRetention), seconds(s.opts.Rollup.DayRetention), strconv.Itoa(s.opts.Candidates)}}
 }
 
-// group adds the counts of one workspace from one source.
+// fenceChunks is how many chunks a large group's channels are split into.
+const fenceChunks = 256
+
+// fenceChunk is channel ch's chunk: FNV-1a (32 bits) of its id, mod
+// fenceChunks. Every writer must agree on it, since a chunk's fence speaks
+// for its channels only; it is part of the key contract (the fence field
+// "<source>#<chunk>").
+func fenceChunk(ch string) int {
+	h := uint32(2166136261)
+	for i := 0; i < len(ch); i++ {
+		h ^= uint32(ch[i])
+		h *= 16777619
+	}
+	return int(h % fenceChunks)
+}
+
+// group adds the counts of one workspace from one source: whole, or in
+// chunks when they hold more than a call's pairs.
 func (ic *ingestCalls) group(ref groupRef, src Source, byMinute map[int64]map[string]int64) {
-	if ic.cur == nil || ic.one || ic.pairs >= ic.max {
+	n := 0
+	for _, byChannel := range byMinute {
+		n += len(byChannel)
+	}
+	if n <= ic.max {
+		ic.add(ingestGroup{ref: ref, src: src, chunks: []chunkCounts{{chunk: -1, counts: byMinute, pairs: n}}})
+		return
+	}
+	ic.chunked(ref, src, byMinute)
+}
+
+// chunked adds the counts of one workspace from one source in chunks,
+// packed into calls of at most max pairs.
+func (ic *ingestCalls) chunked(ref groupRef, src Source, byMinute map[int64]map[string]int64) {
+	var chunks [fenceChunks]chunkCounts
+	for m, byChannel := range byMinute {
+		for ch, n := range byChannel {
+			c := &chunks[fenceChunk(ch)]
+			if c.counts == nil {
+				c.counts = map[int64]map[string]int64{}
+			}
+			if c.counts[m] == nil {
+				c.counts[m] = map[string]int64{}
+			}
+			c.counts[m][ch] = n
+			c.pairs++
+		}
+	}
+	g := ingestGroup{ref: ref, src: src}
+	pairs := 0
+	for i := range chunks {
+		if chunks[i].pairs == 0 {
+			continue
+		}
+		if len(g.chunks) > 0 && pairs+chunks[i].pairs > ic.max {
+			ic.add(g)
+			g, pairs = ingestGroup{ref: ref, src: src}, 0
+		}
+		chunks[i].chunk = i
+		g.chunks = append(g.chunks, chunks[i])
+		pairs += chunks[i].pairs
+	}
+	if len(g.chunks) > 0 {
+		ic.add(g)
+	}
+}
+
+// add adds one group to the current call, or to a new one when it would
+// take the current call past max pairs.
+func (ic *ingestCalls) add(g ingestGroup) {
+	n := 0
+	minutes := map[int64]bool{}
+	for _, c := range g.chunks {
+		n += c.pairs
+		for m := range c.counts {
+			minutes[m] = true
+		}
+	}
+	if ic.cur == nil || ic.one || (ic.pairs > 0 && ic.pairs+n > ic.max) {
 		ic.cur = &ingestCall{scriptCall: scriptCall{script: lua.Ingest, args: append([]string(nil), ic.args...)}}
 		ic.calls = append(ic.calls, ic.cur)
 		ic.pairs = 0
 	}
 	c := ic.cur
-	c.groups = append(c.groups, ref)
-	wk := ic.keys.Workspace(ref.ws)
+	c.groups = append(c.groups, g)
+	wk := ic.keys.Workspace(g.ref.ws)
 	c.keys = append(c.keys, wk.Win(keys.Window1h), wk.WinThrough(keys.Window1h), wk.WinMinutes(keys.Window1h), wk.Fence(),
 		wk.Roll(), wk.Fold(), wk.WinCand(keys.Window1h), wk.WinFloor(keys.Window1h))
-	c.args = append(c.args, src.Name, strconv.FormatInt(src.First, 10), strconv.FormatInt(src.Last, 10), strconv.Itoa(len(byMinute)))
-	for m, byChannel := range byMinute {
+	c.args = append(c.args, g.src.Name, strconv.FormatInt(g.src.First, 10), strconv.FormatInt(g.src.Last, 10), strconv.Itoa(len(minutes)))
+	order := slices.Sorted(maps.Keys(minutes))
+	for _, m := range order {
 		c.keys = append(c.keys, wk.Bucket(m))
-		c.args = append(c.args, strconv.FormatInt(m, 10), strconv.FormatInt(ic.win.ExpireAt(m), 10), strconv.Itoa(len(byChannel)))
-		for ch, n := range byChannel {
-			c.args = append(c.args, ch, strconv.FormatInt(n, 10))
-		}
-		ic.pairs += len(byChannel)
+		c.args = append(c.args, strconv.FormatInt(m, 10), strconv.FormatInt(ic.win.ExpireAt(m), 10))
 	}
+	c.args = append(c.args, strconv.Itoa(len(g.chunks)))
+	for _, ch := range g.chunks {
+		if ch.chunk < 0 {
+			c.args = append(c.args, "")
+		} else {
+			c.args = append(c.args, strconv.Itoa(ch.chunk))
+		}
+		for _, m := range order {
+			byChannel := ch.counts[m]
+			c.args = append(c.args, strconv.Itoa(len(byChannel)))
+			for member, n := range byChannel {
+				c.args = append(c.args, member, strconv.FormatInt(n, 10))
+			}
+		}
+	}
+	ic.pairs += n
+}
+
+// onlyChunk returns the counts of byMinute's channels in chunk.
+func onlyChunk(byMinute map[int64]map[string]int64, chunk int) map[int64]map[string]int64 {
+	out := map[int64]map[string]int64{}
+	for m, byChannel := range byMinute {
+		for ch, n := range byChannel {
+			if fenceChunk(ch) != chunk {
+				continue
+			}
+			if out[m] == nil {
+				out[m] = map[string]int64{}
+			}
+			out[m][ch] = n
+		}
+	}
+	return out
 }
 
 // Apply sends what of b Redis has not acknowledged yet, in three steps:
@@ -334,10 +463,12 @@ func (s *Store) applyCalls(ctx context.Context, b *Batch) error {
 	return nil
 }
 
-// recountRounds bounds the rounds of recounted groups: each round can only
-// meet a fence moved in between by another writer (a worker that lost the
-// partition and has not noticed yet).
-const recountRounds = 4
+// recountRounds bounds the rounds of recounted groups: a whole part over
+// chunks fenced apart takes one round to go again in chunks, and a chunk
+// one more to be recounted; beyond that a round can only meet a fence
+// moved in between by another writer (a worker that lost the partition and
+// has not noticed yet).
+const recountRounds = 6
 
 // recountOverlaps sends again, recounted after their fence, the groups that
 // straddled it (workspaces' and global shards'), until none does.
@@ -386,13 +517,31 @@ func (s *Store) recountOverlaps(ctx context.Context, b *Batch) error {
 		var calls []call
 		ic := s.newIngestCalls()
 		for _, o := range redo {
-			p := b.parts[o.group.part]
-			if p.Recount == nil {
-				return fmt.Errorf("store.apply: %w: workspace %q straddles its fence but its part cannot recount", ErrBadReply, o.group.ws)
+			g := o.group
+			if o.fence < 0 { // whole, over chunks fenced apart: the same counts, in chunks
+				ic.chunked(g.ref, g.src, o.part.counts)
+				continue
 			}
-			src := Source{Name: p.Source.Name, First: o.fence + 1, Last: p.Source.Last}
-			ic.group(o.group, src, recount(o.group.part, o.fence)[o.group.ws])
+			p := b.parts[g.ref.part]
+			if p.Recount == nil {
+				return fmt.Errorf("store.apply: %w: workspace %q straddles its fence but its part cannot recount", ErrBadReply, g.ref.ws)
+			}
+			src := Source{Name: p.Source.Name, First: o.fence + 1, Last: g.src.Last}
+			counts := recount(g.ref.part, o.fence)[g.ref.ws]
 			b.Recounted++
+			if o.part.chunk < 0 {
+				ic.group(g.ref, src, counts)
+				continue
+			}
+			// A chunk goes again as that chunk, since its own fence is the
+			// one it straddled; with no records after it, nothing is left.
+			if counts = onlyChunk(counts, o.part.chunk); len(counts) > 0 {
+				n := 0
+				for _, byChannel := range counts {
+					n += len(byChannel)
+				}
+				ic.add(ingestGroup{ref: g.ref, src: src, chunks: []chunkCounts{{chunk: o.part.chunk, counts: counts, pairs: n}}})
+			}
 		}
 		calls = append(calls, ic.calls...)
 		for _, o := range redoGlobal {

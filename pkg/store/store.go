@@ -40,9 +40,10 @@ const (
 type Options struct {
 	// MaxPairsPerCall bounds the (channel, count) pairs of one script call,
 	// so that no single script blocks Redis for long: ingest and global
-	// calls start a new call past it (a fenced group, a workspace's or a
-	// global shard's counts from one partition, is never split, so one
-	// larger than this makes one larger call).
+	// calls start a new call past it. A workspace's counts from one
+	// partition larger than this are split into chunks of channels, each
+	// fenced on its own (see ingest.lua); a global shard's group is never
+	// split, so one larger than this makes one larger call.
 	MaxPairsPerCall int
 	// Candidates is how many of a workspace's highest hour counts its
 	// candidate set keeps at least (default DefaultCandidates). A refresh
