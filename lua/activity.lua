@@ -12,12 +12,14 @@
 --              counts not rolled up yet); see activity_rollup.lua
 --   minutes_i  <prefix>:{u:<user>}:m:<hour_i>  hash, "<type>:<minute of hour>"
 --              and "*:<minute of hour>" -> events
---   The rollup keys h:<day> and d:<day block> are named from roll's (same
+--   The rollup keys h:<day> and d:<day block> are named from base (same
 --   hash tag, so the same slot).
 -- ARGV[1]  minute retention, seconds after the hour ends
 -- ARGV[2]  rollup retention, seconds after the day (or day block) ends
--- ARGV, then per group: source, first, last, n, then per hour:
+-- ARGV, then per group: base, source, first, last, n, then per hour:
 --   hour, p, field_1, count_1, ..., field_p, count_p
+--   base         "<prefix>:{u:<user>}:", the user's key prefix (see
+--                pkg/keys/user.go)
 --   source       "<topic>/<partition>", or "" for counts with no source
 --                (then no fence applies)
 --   first, last  the offsets of the user's first and last record of source
@@ -29,11 +31,8 @@
 --          each group that overlaps its fence: its number in the call (from
 --          1) and the fence.
 --
--- Exactly once per user: a group applies only if its fence is below
--- `first`, and then moves the fence to `last` in the same atomic step; a
--- group at or below its fence is a replay and is skipped; a group that
--- straddles it changes nothing and is reported, and the caller sends again
--- the records after the fence (it keeps each record's offset).
+-- Exactly once per user and source, by fence.lua's protocol (the caller
+-- keeps each record's offset, to recount a group that straddles its fence).
 --
 -- An hour whose minute hash has expired (hour end + retention before now,
 -- by Redis's clock) is dropped: its hash would be deleted at once anyway,
@@ -48,12 +47,7 @@
 local mret, rret = tonumber(ARGV[1]), tonumber(ARGV[2])
 local now = tonumber(redis.call('TIME')[1])
 
--- raise_expiry sets key's expiry to at unless it already expires later.
--- (EXPIREAT GT alone skips a key that has no expiry yet; NX covers that.)
-local function raise_expiry(key, at)
-  redis.call('EXPIREAT', key, at, 'NX')
-  redis.call('EXPIREAT', key, at, 'GT')
-end
+-- #include fence.lua
 
 -- events_of returns the sum of the "*:" counts of the p pairs at a, and the
 -- index after them.
@@ -85,24 +79,23 @@ local applied, skipped, expired, overlaps = 0, 0, 0, {}
 while k <= #KEYS do
   group = group + 1
   local fence, roll = KEYS[k], KEYS[k + 1]
-  local source, first, last, nh = ARGV[a], tonumber(ARGV[a + 1]), ARGV[a + 2], tonumber(ARGV[a + 3])
-  a = a + 4
-  local fenced = source ~= '' and tonumber(redis.call('HGET', fence, source))
-  if fenced and fenced >= first then
+  local base, source, first, last, nh = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
+  a = a + 5
+  local verdict = source == '' and 'apply' or judge(redis.call('HGET', fence, source), first, last)
+  if verdict ~= 'apply' then
     local events = 0
     for _ = 1, nh do
       local e
       a, e = events_of(a + 2, tonumber(ARGV[a + 1]))
       events = events + e
     end
-    if fenced >= tonumber(last) then
+    if verdict == 'skip' then
       skipped = skipped + events
     else
       overlaps[#overlaps + 1] = group
-      overlaps[#overlaps + 1] = fenced
+      overlaps[#overlaps + 1] = verdict
     end
   else
-    local base = string.sub(roll, 1, -5) -- "<prefix>:{u:<user>}:"
     local marks = redis.call('HMGET', roll, 'h', 'f', 'l')
     local rolled, fh, lh = tonumber(marks[1]), tonumber(marks[2]), tonumber(marks[3])
     local fh0, lh0 = fh, lh
@@ -162,8 +155,4 @@ while k <= #KEYS do
   end
   k = k + 2 + nh
 end
-local reply = { applied, skipped, expired }
-for _, v in ipairs(overlaps) do
-  reply[#reply + 1] = v
-end
-return reply
+return fenced_reply({ applied, skipped, expired }, overlaps)

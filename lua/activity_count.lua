@@ -4,11 +4,12 @@
 --
 -- KEYS[1]  roll  <prefix>:{u:<user>}:roll  hash: h (the last hour rolled
 --          up), f and l (the first and last hour counted)
---          The user's other keys are named from roll's: m:<hour>, h:<day>,
+--          The user's other keys are named from ARGV[4]: m:<hour>, h:<day>,
 --          d:<day block> (see pkg/keys/user.go).
 -- ARGV[1]  the type, or "*" for all types
 -- ARGV[2]  the first unix minute of the range
 -- ARGV[3]  the unix minute after the range's last
+-- ARGV[4]  base, "<prefix>:{u:<user>}:", the user's key prefix
 -- Reply    the number of events.
 --
 -- The range is cut like making change with coins: whole days, then whole
@@ -21,7 +22,7 @@
 -- activity.lua keeps the rollups of rolled hours complete. The script runs
 -- atomically, so the watermark and the counts it reads belong together.
 -- Nothing is read outside the hours the user ever had counts in (f..l).
-local base = string.sub(KEYS[1], 1, -5) -- "<prefix>:{u:<user>}:"
+local base = ARGV[4]
 local typ = ARGV[1]
 local from, to = tonumber(ARGV[2]), tonumber(ARGV[3])
 local marks = redis.call('HMGET', KEYS[1], 'h', 'f', 'l')

@@ -4,12 +4,13 @@
 -- KEYS[1]  roll   <prefix>:{u:<user>}:roll   hash: f and l, the first and
 --          last hour the user ever had counts in
 -- KEYS[2]  fence  <prefix>:{u:<user>}:fence
---          The user's other keys are named from roll's: m:<hour> for every
+--          The user's other keys are named from ARGV[3]: m:<hour> for every
 --          hour in f..l, h:<day> for every day and d:<block> for every day
 --          block of those hours (see pkg/keys/user.go).
 -- ARGV[1]  the oldest hour whose minute hash may still exist (older ones
 --          have expired: the caller passes now - minute retention)
 -- ARGV[2]  the oldest day whose rollups may still exist
+-- ARGV[3]  base, "<prefix>:{u:<user>}:", the user's key prefix
 -- Reply    array: keys removed, f, l (-1, -1 when the user has no counts)
 --
 -- The keys are found from the watermark, not by SCAN: at most minute
@@ -18,7 +19,7 @@
 -- applied concurrently lands entirely before (and is removed) or entirely
 -- after (and stays, with a new watermark).
 local roll, fence = KEYS[1], KEYS[2]
-local base = string.sub(roll, 1, -5) -- "<prefix>:{u:<user>}:"
+local base = ARGV[3]
 local marks = redis.call('HMGET', roll, 'f', 'l')
 local f, l = tonumber(marks[1]), tonumber(marks[2])
 local removed = redis.call('UNLINK', roll, fence)

@@ -5,12 +5,14 @@
 -- KEYS, one per user: roll
 --   roll  <prefix>:{u:<user>}:roll  hash: h (the last hour rolled up), f, l,
 --         p:<hour> (hours with counts not rolled up yet; activity.lua sets them)
---   The user's other keys are named from roll's: m:<hour> (minute hash),
+--   The user's other keys are named from the user's base: m:<hour> (minute hash),
 --   h:<day> (hour rollups, "<type>:<hour of day>"), d:<day block> (day
 --   rollups, "<type>:<unix day>"); see pkg/keys/user.go.
 -- ARGV[1]  the closed hour: fold every pending hour up to it (the scheduler
 --          passes the last hour whose end plus the allowed lateness passed)
 -- ARGV[2]  rollup retention, seconds after the day (or day block) ends
+-- ARGV     then per user, in KEYS order: base, "<prefix>:{u:<user>}:", the
+--          user's key prefix
 -- Reply    the number of user-hours folded.
 --
 -- Idempotent: an hour is folded and its p:<hour> removed in one atomic
@@ -43,10 +45,10 @@ local function fold(base, hour)
   redis.call('EXPIREAT', dk, (block + 1) * 32 * 86400 + rret)
 end
 
-for _, roll in ipairs(KEYS) do
+for i, roll in ipairs(KEYS) do
   local marks = redis.call('HGETALL', roll)
   if #marks > 0 then
-    local base = string.sub(roll, 1, -5) -- "<prefix>:{u:<user>}:"
+    local base = ARGV[2 + i]
     local rolled, pending = nil, {}
     for i = 1, #marks, 2 do
       local f = marks[i]

@@ -7,8 +7,8 @@
 -- The call is a sequence of groups, one per workspace. On a single Redis a
 -- call may carry many workspaces; in Redis Cluster it carries one.
 -- KEYS, per group: roll, fold (see rollup.lua), top:1h (the cached hour
---   ranking, refresh.lua); the other keys are named from roll's (see
---   pkg/keys): the current hour's bucket h:<hour> and minute buckets
+--   ranking, refresh.lua); the other keys are named from the workspace's
+--   base (see pkg/keys): the current hour's bucket h:<hour> and minute buckets
 --   m:<minute>, the sums base:<window>, base:<window>:meta, base:all:err
 --   (windows.lua), and the results top:<window>, top:<window>:meta,
 --   top:<window>:err.
@@ -17,7 +17,9 @@
 -- ARGV[3]  k, the number of entries to cache
 -- ARGV[4]  c, the members of each sum taken as candidates
 -- ARGV[5]  ttl of the cached results of finite windows, seconds
--- ARGV     then per window, shortest first: name, hours (0: all time)
+-- ARGV[6]  w, the number of windows
+-- ARGV     then per window, shortest first: name, hours (0: all time); then
+--          per group: base, "<prefix>:{w:<ws>}:", the workspace's key prefix
 -- Reply    array, per group: per window, the entries cached, or -1 when the
 --          window's sum is not for the current hour yet (left as it was).
 --
@@ -39,7 +41,7 @@
 --
 -- Ranking: count descending, ties by member in descending byte order, as
 -- refresh.lua's.
-local now_ms, minute, k, c, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
+local now_ms, minute, k, c, ttl, nwin = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6])
 local hour = math.floor(minute / 60)
 
 -- pairs_of turns a WITHSCORES reply into a list of {member, count}.
@@ -169,7 +171,7 @@ end
 local replies = {}
 for i = 1, #KEYS, 3 do
   local roll, fold, top1h = KEYS[i], KEYS[i + 1], KEYS[i + 2]
-  local base = string.sub(roll, 1, -5) -- "<prefix>:{w:<ws>}:"
+  local base = ARGV[7 + 2 * nwin + (i - 1) / 3]
   -- The current hour: its folded minutes and those not folded yet.
   local heads = { base .. 'h:' .. hour }
   local older = false -- minutes of earlier hours not folded yet
@@ -220,7 +222,7 @@ for i = 1, #KEYS, 3 do
     shorter[#shorter + 1] = e[1]
   end
   local counts = {}
-  for j = 6, #ARGV, 2 do
+  for j = 7, 6 + 2 * nwin, 2 do
     local name, hours = ARGV[j], tonumber(ARGV[j + 1])
     local sum, meta = base .. 'base:' .. name, base .. 'base:' .. name .. ':meta'
     local mk = redis.call('HMGET', meta, 'hour', 'slack', 'next', 'window_start')

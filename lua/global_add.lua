@@ -31,13 +31,9 @@
 --          each group that straddles its fence: the group's number in the
 --          call (from 1) and the fence.
 --
--- Exactly once, as ingest.lua does for the workspaces: a group applies only
--- if the shard's fence for its source is below `first`, and moves it to
--- `last` in the same atomic step; a group at or below its fence is skipped
--- (a replay, a rebuild, a retry whose reply was lost); one that straddles
--- it changes nothing and is reported, and the caller sends the records
--- after the fence as a new group. So a count minus its error never exceeds
--- the true count, however often the records are read.
+-- Exactly once per shard and source, by fence.lua's protocol (a rebuild's
+-- replay is skipped too). So a count minus its error never exceeds the true
+-- count, however often the records are read.
 --
 -- Each minute's pairs are one batch of distinct items, merged at once
 -- (a Space-Saving merge, as in Agarwal et al., "Mergeable Summaries", 2012):
@@ -60,6 +56,8 @@
 --
 -- The "#!lua" line (Redis 7 script flags, none set) makes Redis refuse the
 -- script up front when it is out of memory, instead of failing it halfway.
+
+-- #include fence.lua
 
 -- Lua's stack holds about 8000 values, so bulk commands go in chunks.
 local chunk = 4000
@@ -141,17 +139,17 @@ local k, a, group = 2, 2, 0
 local evictions, skipped, overlaps = 0, 0, {}
 while k <= #KEYS do
   group = group + 1
-  local source, first, last, b = ARGV[a], tonumber(ARGV[a + 1]), ARGV[a + 2], tonumber(ARGV[a + 3])
+  local source, first, last, b = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
   a = a + 4
-  local fenced = source ~= '' and tonumber(redis.call('HGET', fence, source))
-  if fenced and fenced >= first then
+  local verdict = source == '' and 'apply' or judge(redis.call('HGET', fence, source), first, last)
+  if verdict ~= 'apply' then
     local events
     a, events = skip_group(a, b)
-    if fenced >= tonumber(last) then
+    if verdict == 'skip' then
       skipped = skipped + events
     else
       overlaps[#overlaps + 1] = group
-      overlaps[#overlaps + 1] = fenced
+      overlaps[#overlaps + 1] = verdict
     end
   else
     local latest = 0
@@ -175,14 +173,9 @@ while k <= #KEYS do
       -- The fence outlives the summaries it speaks for: once they expired,
       -- a replay of those records is too old to count anyway.
       redis.call('HSET', fence, source, last)
-      redis.call('EXPIREAT', fence, latest, 'NX')
-      redis.call('EXPIREAT', fence, latest, 'GT')
+      raise_expiry(fence, latest)
     end
   end
   k = k + 4 * b
 end
-local reply = { evictions, skipped }
-for _, v in ipairs(overlaps) do
-  reply[#reply + 1] = v
-end
-return reply
+return fenced_reply({ evictions, skipped }, overlaps)

@@ -23,9 +23,12 @@
 -- ARGV[1], ARGV[2]  retention of hour and day buckets, seconds
 -- ARGV[3]   c: cand keeps at least the c highest counts (the scheduler's k
 --           must not exceed it, or refresh.lua rescans win)
--- ARGV, then per group: source, first, last, b, then per bucket: minute,
---   expire_at; then p, and p parts, each: chunk, then per bucket: n,
---   member_1, increment_1, ..., member_n, increment_n
+-- ARGV, then per group: base, source, first, last, b, then per bucket:
+--   minute, expire_at; then p, and p parts, each: chunk, then per bucket:
+--   n, member_1, increment_1, ..., member_n, increment_n
+--   base      "<prefix>:{w:<ws>}:", the workspace's key prefix, which names
+--             the rollups a late count also goes to: h:<hour>, d:<day>,
+--             all and all:err (see pkg/keys; same hash tag, so same slot)
 --   source    "<topic>/<partition>" the counts were read from, or "" for
 --             counts with no source (then no fence applies)
 --   first, last  the offsets of the batch's first and last record of source
@@ -40,22 +43,11 @@
 --          the fence, or -1 for a whole part whose chunks are fenced apart
 --          (the caller sends the group again in chunks).
 --
--- Exactly once per workspace: a part applies only if its fence is below
--- `first`, and then moves the fence to `last` in the same atomic step. A
--- part at or below its fence was applied before (a replay after a crash,
--- or a retry whose reply was lost) and is skipped. A part whose range
--- straddles the fence (a replay cut differently from the original batch)
--- changes nothing and is reported: the caller recounts the records after
--- the fence and sends them as a new group.
---
--- Chunks, so that one workspace's batch need not be one long call: the
--- caller splits a large group by channel into chunks, each fenced on its
--- own (fence field "<source>#<chunk>"), and may send them in separate calls
--- in any order. A chunk's fence is the higher of its own field and the
--- whole source's field "<source>", which a whole part moves for every
--- chunk at once; "<source>#max" is the highest chunk fence, so a whole part
--- knows whether every chunk is below it (apply), at or above its last
--- (skip) or neither (reported with -1).
+-- Exactly once per workspace and source, by fence.lua's protocol: the
+-- fence of a whole part is field "<source>", of a chunk "<source>#<chunk>".
+-- The caller splits a group larger than a call by channel into chunks, so
+-- that one workspace's batch need not be one long call, and may send them
+-- in separate calls in any order.
 --
 -- Invariant, kept together with refresh.lua: win is the sum of the buckets
 -- of the minutes in `minutes`, which are the minutes after `through` that
@@ -75,7 +67,7 @@
 -- roll's h) also goes to the hour bucket, and one whose hour is closed (at
 -- or before roll's c) also to the day bucket and the all-time summary, so
 -- a late event lands in every rollup already made from its minute (the
--- hour, day and all-time keys are the workspace's, named from roll's; the
+-- hour, day and all-time keys are named from base; the
 -- all-time summary takes a new item at its floor, as rollup.lua does). A
 -- minute not folded yet is recorded in fold for rollup.lua.
 --
@@ -84,12 +76,7 @@
 -- line (Redis 7 script flags, none set) makes Redis refuse the script up
 -- front when it is out of memory, instead of failing it halfway.
 
--- raise_expiry sets key's expiry to at unless it already expires later.
--- (EXPIREAT GT alone skips a key that has no expiry yet; NX covers that.)
-local function raise_expiry(key, at)
-  redis.call('EXPIREAT', key, at, 'NX')
-  redis.call('EXPIREAT', key, at, 'GT')
-end
+-- #include fence.lua
 
 -- scan_part reads the part that starts at a (after its chunk) over b
 -- buckets: it returns the ARGV index after it, the index of each bucket's
@@ -106,32 +93,6 @@ local function scan_part(a, b)
     end
   end
   return a, at, events
-end
-
--- judge says what to do with a part of offsets first..last whose fence
--- fields are f (source), fmax (source#max) and fc (source#chunk, chunks
--- only): 'apply', 'skip', or the fence it straddles (-1: a whole part over
--- chunks fenced apart).
-local function judge(whole, f, fmax, fc, first, last)
-  f = tonumber(f) or -1
-  if whole then
-    local hi = math.max(f, tonumber(fmax) or -1)
-    if hi < first then
-      return 'apply'
-    elseif f >= last then
-      return 'skip'
-    elseif hi == f then
-      return f
-    end
-    return -1
-  end
-  local eff = math.max(f, tonumber(fc) or -1)
-  if eff < first then
-    return 'apply'
-  elseif eff >= last then
-    return 'skip'
-  end
-  return eff
 end
 
 -- add_late adds a late count to the rollups its minute was folded into.
@@ -183,8 +144,8 @@ local applied, skipped, overlaps = 0, 0, {}
 while k <= #KEYS do
   group = group + 1
   local win, minutes, fence = KEYS[k], KEYS[k + 2], KEYS[k + 3]
-  local source, first, last, b = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
-  local bucket_args = a + 4 -- minute_i, expire_at_i
+  local base, source, first, last, b = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
+  local bucket_args = a + 5 -- minute_i, expire_at_i
   a = bucket_args + 2 * b
   -- Read every part, and judge each against its fence (one HMGET).
   local parts, fields = {}, { source, source .. '#max' }
@@ -206,7 +167,11 @@ while k <= #KEYS do
       fc = fc + 1
     end
     if source ~= '' then
-      verdict = judge(part.chunk == '', fenced[1], fenced[2], fenced[fc], first, last)
+      if part.chunk == '' then
+        verdict = judge(fenced[1], first, last, fenced[2])
+      else
+        verdict = judge(fenced[1], first, last, nil, fenced[fc])
+      end
     end
     if verdict == 'apply' then
       apply[#apply + 1] = part
@@ -222,7 +187,6 @@ while k <= #KEYS do
     local through = tonumber(redis.call('GET', KEYS[k + 1]))
     local roll, fold, cand, floor_key = KEYS[k + 4], KEYS[k + 5], KEYS[k + 6], KEYS[k + 7]
     local cand_floor = tonumber(redis.call('GET', floor_key)) or 0
-    local base = string.sub(roll, 1, -5) -- "<prefix>:{w:<ws>}:"
     local marks = redis.call('HMGET', roll, 'h', 'c', 'floor', 'f')
     local folded, closed, floor, first_hour = tonumber(marks[1]), tonumber(marks[2]), tonumber(marks[3]) or 0, tonumber(marks[4])
     local latest, latest_in_win = 0, 0
@@ -309,8 +273,4 @@ while k <= #KEYS do
   end
   k = k + 8 + b
 end
-local reply = { applied, skipped }
-for _, v in ipairs(overlaps) do
-  reply[#reply + 1] = v
-end
-return reply
+return fenced_reply({ applied, skipped }, overlaps)

@@ -76,7 +76,33 @@ func (s *Script) Exec(ctx context.Context, c rueidis.Client, keys, args []string
 	return res
 }
 
+// libraries are the Lua files shared by several scripts: a script's line
+// "-- #include <name>" is replaced by the library's text, so the scripts
+// that share a protocol (fence.lua) share its one copy.
+var libraries = map[string]string{"fence.lua": fenceSource}
+
+// include returns source with its include lines replaced (see libraries).
+// A script that names a library that does not exist is a programming
+// error, caught by the package's tests, so it panics.
+func include(name, source string) string {
+	var b strings.Builder
+	for line := range strings.Lines(source) {
+		lib, ok := strings.CutPrefix(strings.TrimRight(line, "\n"), "-- #include ")
+		if !ok {
+			b.WriteString(line)
+			continue
+		}
+		text, ok := libraries[lib]
+		if !ok {
+			panic("lua: " + name + " includes " + lib + ", which is not a library")
+		}
+		b.WriteString(text)
+	}
+	return b.String()
+}
+
 func newScript(name, source string) *Script {
+	source = include(name, source)
 	sum := sha1.Sum([]byte(source))
 	s := &Script{Name: name, Source: source, SHA1: hex.EncodeToString(sum[:]), ReadOnly: noWrites(source)}
 	if s.ReadOnly {
@@ -103,6 +129,8 @@ func noWrites(source string) bool {
 }
 
 var (
+	//go:embed fence.lua
+	fenceSource string
 	//go:embed ingest.lua
 	ingestSource string
 	//go:embed refresh.lua

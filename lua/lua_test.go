@@ -1,6 +1,9 @@
 package lua
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // TestReadOnlyScripts: a script is run with EVALSHA_RO exactly when its
 // shebang line flags it no-writes; activity_count.lua, which the API's
@@ -22,4 +25,31 @@ func TestReadOnlyScripts(t *testing.T) {
 	if !ActivityCount.ReadOnly {
 		t.Error("activity_count.lua is not run read-only")
 	}
+}
+
+// TestFencedScriptsShareTheProtocol: the three fenced scripts take
+// fence.lua's one copy of the protocol in place of their include line, and
+// no script is left with an include line or a copy of its own.
+func TestFencedScriptsShareTheProtocol(t *testing.T) {
+	fenced := map[*Script]bool{Ingest: true, GlobalAdd: true, Activity: true}
+	for _, s := range All() {
+		if strings.Contains(s.Source, "\n-- #include ") {
+			t.Errorf("%s: an include line is left", s.Name)
+		}
+		if got := strings.Count(s.Source, "local function judge("); got != map[bool]int{true: 1}[fenced[s]] {
+			t.Errorf("%s: %d copies of judge", s.Name, got)
+		}
+		if fenced[s] && !strings.HasPrefix(s.Source, "#!lua\n") {
+			t.Errorf("%s: the shebang line is no longer first", s.Name)
+		}
+	}
+}
+
+func TestIncludeRefusesAnUnknownLibrary(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Error("no panic for a library that does not exist")
+		}
+	}()
+	include("x", "#!lua\n-- #include nope.lua\nreturn 1")
 }

@@ -16,7 +16,7 @@
 --                  hour before it)
 --   fold  <prefix>:{w:<ws>}:fold  sorted set, minutes with counts not folded
 --         yet (ingest.lua adds them)
---   The workspace's other keys are named from roll's:
+--   The workspace's other keys are named from its base:
 --     m:<minute> (minute bucket), h:<hour>, h:<hour>:cut, d:<day>,
 --     d:<day>:cut, all, all:err (see pkg/keys).
 -- ARGV[1]  the closed minute: fold every minute up to it (the scheduler
@@ -167,8 +167,7 @@ end
 
 -- rollup does one workspace; it returns the number of hours closed and
 -- whether minutes up to closed_minute are left to fold.
-local function rollup(roll, fold)
-  local base = string.sub(roll, 1, -5) -- "<prefix>:{w:<ws>}:"
+local function rollup(base, roll, fold)
   local marks = redis.call('HMGET', roll, 'h', 'c', 'floor')
   local folded, closed, floor = tonumber(marks[1]), tonumber(marks[2]), tonumber(marks[3]) or 0
   if folded and folded >= closed_minute then
@@ -221,7 +220,7 @@ end
 
 local reply = { 0 }
 for i = 1, #KEYS, 2 do
-  local n, more = rollup(KEYS[i], KEYS[i + 1])
+  local n, more = rollup(ARGV[5 + (i + 1) / 2], KEYS[i], KEYS[i + 1])
   reply[1] = reply[1] + n
   if more then
     reply[#reply + 1] = (i + 1) / 2

@@ -6,17 +6,20 @@
 --
 -- The call is a sequence of groups, one per workspace. On a single Redis a
 -- call may carry many workspaces; in Redis Cluster it carries one.
--- KEYS, per group: roll, fold (see rollup.lua); the workspace's buckets and
---   its window sums are named from roll's (see pkg/keys):
---   base:<window> (sorted set, member -> count), base:<window>:meta (hash:
---   hour, window_start, slack, next) and, for the all-time window,
---   base:all:err (hash, member -> "below,above"); tmp, a scratch key.
+-- KEYS, per group: roll, fold (see rollup.lua); the workspace's buckets
+--   (m:<minute>, h:<hour>, d:<day>, all, all:err) and its window sums are
+--   named from its base (see pkg/keys): base:<window> (sorted set, member
+--   -> count), base:<window>:meta (hash: hour, window_start, slack, next)
+--   and, for the all-time window only, base:all:err (hash, member ->
+--   "below,above"); tmp, a scratch key deleted before the call ends.
 -- ARGV[1]  computed_at, unix milliseconds
 -- ARGV[2]  the current unix minute
 -- ARGV[3]  keep, the members kept in each sum
 -- ARGV[4]  ttl of the sums of finite windows, seconds; the all-time sums do
 --          not expire (an idle workspace's all-time sum does not change)
--- ARGV     then per window: name, hours (0: all time)
+-- ARGV[5]  w, the number of windows
+-- ARGV     then per window: name, hours (0: all time); then per group:
+--          base, "<prefix>:{w:<ws>}:", the workspace's key prefix
 -- Reply    array, per group: the members kept per window.
 --
 -- A window of N hours at hour H covers H and the N whole hours before it.
@@ -35,7 +38,7 @@
 -- yet: base:all:err holds each kept member's "below,above" when not 0,0.
 -- The sum keeps its top `keep` members; next is the count of the first
 -- member left out (0: none), so a member it lacks had at most next + slack.
-local now_ms, minute, keep, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local now_ms, minute, keep, ttl, nwin = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
 local hour = math.floor(minute / 60)
 
 -- store keeps the top `keep` members of the union of buckets as window
@@ -163,7 +166,7 @@ end
 local replies = {}
 for i = 1, #KEYS, 2 do
   local roll, fold = KEYS[i], KEYS[i + 1]
-  local base = string.sub(roll, 1, -5) -- "<prefix>:{w:<ws>}:"
+  local base = ARGV[6 + 2 * nwin + (i - 1) / 2]
   local marks = redis.call('HMGET', roll, 'c', 'floor', 'f')
   local closed, floor, first_hour = tonumber(marks[1]), tonumber(marks[2]) or 0, tonumber(marks[3])
   local pending = {}
@@ -171,7 +174,7 @@ for i = 1, #KEYS, 2 do
     pending[#pending + 1] = { minute = tonumber(m), key = base .. 'm:' .. m }
   end
   local counts = {}
-  for j = 5, #ARGV, 2 do
+  for j = 6, 5 + 2 * nwin, 2 do
     local name, hours = ARGV[j], tonumber(ARGV[j + 1])
     if hours == 0 then
       counts[#counts + 1] = all_time(base, closed, floor, first_hour, pending)

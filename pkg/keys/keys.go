@@ -171,7 +171,10 @@ func (w Workspace) All() string { return w.base + "all" }
 // AllErr maps each member of All to the error of its count.
 func (w Workspace) AllErr() string { return w.base + "all:err" }
 
-// Roll holds the rollup watermarks of the workspace (see rollup.lua).
+// Roll holds the rollup watermarks of the workspace (hash, see rollup.lua):
+// h, the last minute folded into its hour bucket; c, the last hour closed
+// into its day bucket and the all-time summary; floor, the all-time
+// summary's floor; f, the first hour with an hour bucket.
 func (w Workspace) Roll() string { return w.base + "roll" }
 
 // Fold is the set of minutes with counts not yet folded into their hour

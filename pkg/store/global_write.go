@@ -11,6 +11,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/topk-dev/topk/lua"
+	"github.com/topk-dev/topk/pkg/internal/fenced"
 	"github.com/topk-dev/topk/pkg/keys"
 )
 
@@ -95,13 +96,13 @@ func (gc *globalCall) exec(ctx context.Context, c rueidis.Client) error {
 	if err != nil {
 		return err
 	}
-	skipped, overlaps, err := decodeFenced("global_add.lua", reply, len(gc.parts))
+	counters, overlaps, err := fenced.Decode("global_add.lua", reply, 2, 2, fenced.Whole(len(gc.parts)))
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %v", ErrBadReply, err)
 	}
-	gc.skipped, gc.overlaps = skipped, gc.overlaps[:0]
+	gc.skipped, gc.overlaps = counters[1], gc.overlaps[:0]
 	for _, o := range overlaps {
-		gc.overlaps = append(gc.overlaps, globalOverlap{shard: gc.shard, part: gc.parts[o.group], fence: o.fence})
+		gc.overlaps = append(gc.overlaps, globalOverlap{shard: gc.shard, part: gc.parts[o.Group], fence: o.Fence})
 	}
 	return nil
 }
@@ -204,32 +205,6 @@ func cutTail(items []weighted, n int) (kept []weighted, events, cut int64) {
 		kept = append(kept, ties...)
 	}
 	return kept, events, cut
-}
-
-// fenceOverlap is a group of a fenced script's reply that straddled its
-// fence: its index in the call (from 0) and the fence.
-type fenceOverlap struct {
-	group int
-	fence int64
-}
-
-// decodeFenced decodes the reply of a fenced script (ingest.lua,
-// global_add.lua): a first value of the script's own, the events skipped as
-// already applied, then a (group number from 1, fence) pair per group that
-// straddled its fence, of the call's groups groups.
-func decodeFenced(script string, reply []int64, groups int) (int64, []fenceOverlap, error) {
-	if len(reply) < 2 || len(reply)%2 != 0 {
-		return 0, nil, fmt.Errorf("%w: %s replied %v", ErrBadReply, script, reply)
-	}
-	var out []fenceOverlap
-	for i := 2; i < len(reply); i += 2 {
-		g := int(reply[i]) - 1
-		if g < 0 || g >= groups {
-			return 0, nil, fmt.Errorf("%w: %s named group %d of %d", ErrBadReply, script, g+1, groups)
-		}
-		out = append(out, fenceOverlap{group: g, fence: reply[i+1]})
-	}
-	return reply[1], out, nil
 }
 
 // bloomCall is one pipeline of RedisBloom commands. Commands are built

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/topk-dev/topk/lua"
+	"github.com/topk-dev/topk/pkg/internal/fenced"
 	"github.com/topk-dev/topk/pkg/internal/par"
 	"github.com/topk-dev/topk/pkg/keys"
 	"github.com/topk-dev/topk/pkg/window"
@@ -147,16 +148,19 @@ func (ic *ingestCall) exec(ctx context.Context, c rueidis.Client) error {
 	if err != nil {
 		return err
 	}
-	if len(reply) < 2 || len(reply)%3 != 2 {
-		return fmt.Errorf("%w: ingest.lua replied %v", ErrBadReply, reply)
-	}
-	ic.skipped, ic.overlaps = reply[1], ic.overlaps[:0]
-	for i := 2; i < len(reply); i += 3 {
-		g, p := int(reply[i])-1, int(reply[i+1])-1
-		if g < 0 || g >= len(ic.groups) || p < 0 || p >= len(ic.groups[g].chunks) {
-			return fmt.Errorf("%w: ingest.lua named part %d of group %d of %d", ErrBadReply, p+1, g+1, len(ic.groups))
+	counters, overlaps, err := fenced.Decode("ingest.lua", reply, 2, 3, func(g int) int {
+		if g < 0 || g >= len(ic.groups) {
+			return -1
 		}
-		ic.overlaps = append(ic.overlaps, overlap{group: ic.groups[g], part: ic.groups[g].chunks[p], fence: reply[i+2]})
+		return len(ic.groups[g].chunks)
+	})
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrBadReply, err)
+	}
+	ic.skipped, ic.overlaps = counters[1], ic.overlaps[:0]
+	for _, o := range overlaps {
+		g := ic.groups[o.Group]
+		ic.overlaps = append(ic.overlaps, overlap{group: g, part: g.chunks[o.Part], fence: o.Fence})
 	}
 	return nil
 }
@@ -360,7 +364,7 @@ func (ic *ingestCalls) add(g ingestGroup) {
 	wk := ic.keys.Workspace(g.ref.ws)
 	c.keys = append(c.keys, wk.Win(keys.Window1h), wk.WinThrough(keys.Window1h), wk.WinMinutes(keys.Window1h), wk.Fence(),
 		wk.Roll(), wk.Fold(), wk.WinCand(keys.Window1h), wk.WinFloor(keys.Window1h))
-	c.args = append(c.args, g.src.Name, strconv.FormatInt(g.src.First, 10), strconv.FormatInt(g.src.Last, 10), strconv.Itoa(len(minutes)))
+	c.args = append(c.args, wk.Base(), g.src.Name, strconv.FormatInt(g.src.First, 10), strconv.FormatInt(g.src.Last, 10), strconv.Itoa(len(minutes)))
 	order := slices.Sorted(maps.Keys(minutes))
 	for _, m := range order {
 		c.keys = append(c.keys, wk.Bucket(m))
@@ -427,10 +431,14 @@ func (s *Store) Apply(ctx context.Context, b *Batch) error {
 		}
 		b.indexDone = true
 	}
-	if err := s.applyCalls(ctx, b); err != nil {
-		return err
-	}
-	if err := s.recountOverlaps(ctx, b); err != nil {
+	// The calls, then again (recounted after their fence) the groups that
+	// straddled it, until none does.
+	if err := fenced.Settle(ctx, "store.apply", func(ctx context.Context) (int, error) {
+		if err := s.applyCalls(ctx, b); err != nil {
+			return 0, err
+		}
+		return s.recount(b)
+	}); err != nil {
 		return err
 	}
 	if !b.dirtyDone {
@@ -463,103 +471,104 @@ func (s *Store) applyCalls(ctx context.Context, b *Batch) error {
 	return nil
 }
 
-// recountRounds bounds the rounds of recounted groups: a whole part over
-// chunks fenced apart takes one round to go again in chunks, and a chunk
-// one more to be recounted; beyond that a round can only meet a fence
-// moved in between by another writer (a worker that lost the partition and
-// has not noticed yet).
-const recountRounds = 6
-
-// recountOverlaps sends again, recounted after their fence, the groups that
-// straddled it (workspaces' and global shards'), until none does.
-func (s *Store) recountOverlaps(ctx context.Context, b *Batch) error {
-	for round := 0; ; round++ {
-		var redo []overlap
-		var redoGlobal []globalOverlap
-		for i, c := range b.calls {
-			if !b.done[i] {
-				continue
-			}
-			switch fc := c.(type) {
-			case *ingestCall:
-				b.Skipped += fc.skipped
-				redo = append(redo, fc.overlaps...)
-				fc.skipped, fc.overlaps = 0, nil // counted once
-			case *globalCall:
-				// The global view's skips are not added to Skipped: the same
-				// events were counted (or skipped) by the workspaces' calls.
-				redoGlobal = append(redoGlobal, fc.overlaps...)
-				fc.overlaps = nil
-			}
+// recount prepares, as new calls of b, the groups of b's acknowledged
+// calls that straddled their fence (workspaces' and global shards'),
+// recounted after it, and returns how many there were.
+func (s *Store) recount(b *Batch) (int, error) {
+	var redo []overlap
+	var redoGlobal []globalOverlap
+	for i, c := range b.calls {
+		if !b.done[i] {
+			continue
 		}
-		if len(redo)+len(redoGlobal) == 0 {
-			return nil
-		}
-		if round == recountRounds {
-			return fmt.Errorf("store.apply: %d groups still straddle their fence after %d recounts", len(redo)+len(redoGlobal), recountRounds)
-		}
-		// The groups of one batch usually share their fence (the batch that
-		// moved it), so each part is recounted once per fence.
-		type recountKey struct {
-			part  int
-			fence int64
-		}
-		recounts := map[recountKey]Counts{}
-		recount := func(part int, fence int64) Counts {
-			k := recountKey{part, fence}
-			if c, ok := recounts[k]; ok {
-				return c
-			}
-			c := b.parts[part].Recount(fence)
-			recounts[k] = c
-			return c
-		}
-		var calls []call
-		ic := s.newIngestCalls()
-		for _, o := range redo {
-			g := o.group
-			if o.fence < 0 { // whole, over chunks fenced apart: the same counts, in chunks
-				ic.chunked(g.ref, g.src, o.part.counts)
-				continue
-			}
-			p := b.parts[g.ref.part]
-			if p.Recount == nil {
-				return fmt.Errorf("store.apply: %w: workspace %q straddles its fence but its part cannot recount", ErrBadReply, g.ref.ws)
-			}
-			src := Source{Name: p.Source.Name, First: o.fence + 1, Last: g.src.Last}
-			counts := recount(g.ref.part, o.fence)[g.ref.ws]
-			b.Recounted++
-			if o.part.chunk < 0 {
-				ic.group(g.ref, src, counts)
-				continue
-			}
-			// A chunk goes again as that chunk, since its own fence is the
-			// one it straddled; with no records after it, nothing is left.
-			if counts = onlyChunk(counts, o.part.chunk); len(counts) > 0 {
-				n := 0
-				for _, byChannel := range counts {
-					n += len(byChannel)
-				}
-				ic.add(ingestGroup{ref: g.ref, src: src, chunks: []chunkCounts{{chunk: o.part.chunk, counts: counts, pairs: n}}})
-			}
-		}
-		calls = append(calls, ic.calls...)
-		for _, o := range redoGlobal {
-			p := b.parts[o.part]
-			if p.Recount == nil {
-				return fmt.Errorf("store.apply: %w: global shard %d straddles its fence but its part cannot recount", ErrBadReply, o.shard)
-			}
-			src := Source{Name: p.Source.Name, First: o.fence + 1, Last: p.Source.Last}
-			gc := s.newGlobalCalls(o.shard)
-			if byMinute := s.byShard(recount(o.part, o.fence))[o.shard]; len(byMinute) > 0 {
-				gc.group(o.part, src, byMinute)
-			}
-			calls = append(calls, gc.calls...)
-		}
-		b.calls = append(b.calls, calls...)
-		b.done = append(b.done, make([]bool, len(calls))...)
-		if err := s.applyCalls(ctx, b); err != nil {
-			return err
+		switch fc := c.(type) {
+		case *ingestCall:
+			b.Skipped += fc.skipped
+			redo = append(redo, fc.overlaps...)
+			fc.skipped, fc.overlaps = 0, nil // counted once
+		case *globalCall:
+			// The global view's skips are not added to Skipped: the same
+			// events were counted (or skipped) by the workspaces' calls.
+			redoGlobal = append(redoGlobal, fc.overlaps...)
+			fc.overlaps = nil
 		}
 	}
+	if len(redo)+len(redoGlobal) == 0 {
+		return 0, nil
+	}
+	// The groups of one batch usually share their fence (the batch that
+	// moved it), so each part is recounted once per fence.
+	type recountKey struct {
+		part  int
+		fence int64
+	}
+	recounts := map[recountKey]Counts{}
+	counted := func(part int, fence int64) (Counts, error) {
+		p := b.parts[part]
+		if p.Recount == nil {
+			return nil, fmt.Errorf("store.apply: %w: a group of source %q straddles its fence but its part cannot recount", ErrBadReply, p.Source.Name)
+		}
+		k := recountKey{part, fence}
+		if c, ok := recounts[k]; ok {
+			return c, nil
+		}
+		c := p.Recount(fence)
+		recounts[k] = c
+		return c, nil
+	}
+	ic := s.newIngestCalls()
+	for _, o := range redo {
+		if err := ic.again(o, counted); err != nil {
+			return 0, err
+		}
+		if o.fence >= 0 {
+			b.Recounted++
+		}
+	}
+	calls := ic.calls
+	for _, o := range redoGlobal {
+		c, err := counted(o.part, o.fence)
+		if err != nil {
+			return 0, err
+		}
+		src := Source{Name: b.parts[o.part].Source.Name, First: o.fence + 1, Last: b.parts[o.part].Source.Last}
+		gc := s.newGlobalCalls(o.shard)
+		if byMinute := s.byShard(c)[o.shard]; len(byMinute) > 0 {
+			gc.group(o.part, src, byMinute)
+		}
+		calls = append(calls, gc.calls...)
+	}
+	b.calls = append(b.calls, calls...)
+	b.done = append(b.done, make([]bool, len(calls))...)
+	return len(redo) + len(redoGlobal), nil
+}
+
+// again adds the group part o straddled its fence with: whole, over chunks
+// fenced apart, it goes again in chunks, with the same counts; otherwise
+// it is recounted from the records after the fence (counted gives a
+// part's counts after an offset) and goes again as it was, whole or the
+// one chunk, since that chunk's fence is the one it straddled.
+func (ic *ingestCalls) again(o overlap, counted func(part int, fence int64) (Counts, error)) error {
+	g := o.group
+	if o.fence < 0 {
+		ic.chunked(g.ref, g.src, o.part.counts)
+		return nil
+	}
+	c, err := counted(g.ref.part, o.fence)
+	if err != nil {
+		return err
+	}
+	src := Source{Name: g.src.Name, First: o.fence + 1, Last: g.src.Last}
+	if o.part.chunk < 0 {
+		ic.group(g.ref, src, c[g.ref.ws])
+		return nil
+	}
+	if counts := onlyChunk(c[g.ref.ws], o.part.chunk); len(counts) > 0 { // none left: nothing to do
+		n := 0
+		for _, byChannel := range counts {
+			n += len(byChannel)
+		}
+		ic.add(ingestGroup{ref: g.ref, src: src, chunks: []chunkCounts{{chunk: o.part.chunk, counts: counts, pairs: n}}})
+	}
+	return nil
 }

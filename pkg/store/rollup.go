@@ -72,11 +72,13 @@ func (s *Store) Rollup(ctx context.Context, workspaces []string, closed int64) (
 		var more []string
 		err := s.perWorkspaceCalls(workspaces, rollupGroupsPerCall, func(part []string) error {
 			ks := make([]string, 0, 2*len(part))
+			callArgs := append(make([]string, 0, len(args)+len(part)), args...)
 			for _, ws := range part {
 				wk := s.keys.Workspace(ws)
 				ks = append(ks, wk.Roll(), wk.Fold())
+				callArgs = append(callArgs, wk.Base())
 			}
-			reply, err := lua.Rollup.Exec(ctx, s.c, ks, args).AsIntSlice()
+			reply, err := lua.Rollup.Exec(ctx, s.c, ks, callArgs).AsIntSlice()
 			if err != nil {
 				return err
 			}
@@ -128,17 +130,19 @@ func (s *Store) RefreshSums(ctx context.Context, workspaces []string, now time.T
 		return nil
 	}
 	args := []string{strconv.FormatInt(now.UnixMilli(), 10), strconv.FormatInt(window.Minute(now), 10),
-		strconv.Itoa(s.opts.Rollup.Keep), seconds(LongTTL)}
+		strconv.Itoa(s.opts.Rollup.Keep), seconds(LongTTL), strconv.Itoa(len(wins))}
 	for _, w := range wins {
 		args = append(args, w.Name, strconv.FormatInt(w.Hours, 10))
 	}
 	err := s.perWorkspaceCalls(workspaces, windowsGroupsPerCall, func(part []string) error {
 		ks := make([]string, 0, 2*len(part))
+		callArgs := append(make([]string, 0, len(args)+len(part)), args...)
 		for _, ws := range part {
 			wk := s.keys.Workspace(ws)
 			ks = append(ks, wk.Roll(), wk.Fold())
+			callArgs = append(callArgs, wk.Base())
 		}
-		return lua.Windows.Exec(ctx, s.c, ks, args).Error()
+		return lua.Windows.Exec(ctx, s.c, ks, callArgs).Error()
 	})
 	if err != nil {
 		return fmt.Errorf("store.refresh_sums: %w", err)
@@ -166,17 +170,19 @@ func (s *Store) RefreshFresh(ctx context.Context, workspaces []string, now time.
 		return nil
 	}
 	args := []string{strconv.FormatInt(now.UnixMilli(), 10), strconv.FormatInt(window.Minute(now), 10),
-		strconv.Itoa(k), strconv.Itoa(freshCandidates * k), seconds(LongTTL)}
+		strconv.Itoa(k), strconv.Itoa(freshCandidates * k), seconds(LongTTL), strconv.Itoa(len(wins))}
 	for _, w := range wins {
 		args = append(args, w.Name, strconv.FormatInt(w.Hours, 10))
 	}
 	err := s.perWorkspaceCalls(workspaces, freshGroupsPerCall, func(part []string) error {
 		ks := make([]string, 0, 3*len(part))
+		callArgs := append(make([]string, 0, len(args)+len(part)), args...)
 		for _, ws := range part {
 			wk := s.keys.Workspace(ws)
 			ks = append(ks, wk.Roll(), wk.Fold(), wk.Top(keys.Window1h))
+			callArgs = append(callArgs, wk.Base())
 		}
-		return lua.Fresh.Exec(ctx, s.c, ks, args).Error()
+		return lua.Fresh.Exec(ctx, s.c, ks, callArgs).Error()
 	})
 	if err != nil {
 		return fmt.Errorf("store.refresh_fresh: %w", err)

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/topk-dev/topk/lua"
+	"github.com/topk-dev/topk/pkg/internal/fenced"
 	"github.com/topk-dev/topk/pkg/internal/par"
 )
 
@@ -131,28 +132,19 @@ func (s *Store) Apply(ctx context.Context, b *Batch) error {
 		return err
 	}
 	todo := b.order
-	for round := 0; ; round++ {
+	return fenced.Settle(ctx, "usercount.apply", func(ctx context.Context) (int, error) {
 		redo, err := s.applyGroups(ctx, b, todo)
 		if err != nil {
-			return err
-		}
-		if len(redo) == 0 {
-			return nil
-		}
-		if round == recountRounds {
-			return fmt.Errorf("usercount.apply: %d groups still straddle their fence after %d recounts", len(redo), recountRounds)
+			return 0, err
 		}
 		todo = todo[:0:0]
 		for _, o := range redo {
 			todo = append(todo, o.g.after(o.fence))
 			b.Recounted++
 		}
-	}
+		return len(redo), nil
+	})
 }
-
-// recountRounds bounds the rounds of recounted groups: each round can only
-// meet a fence moved in between by another writer.
-const recountRounds = 4
 
 func (s *Store) addWorkLists(ctx context.Context, b *Batch) error {
 	var cmds rueidis.Commands
@@ -198,23 +190,20 @@ func (s *Store) applyGroups(ctx context.Context, b *Batch, groups []*group) ([]o
 	failed, firstErr := par.Errors(len(calls), s.opts.ParallelCalls, func(i int) error {
 		c := calls[i]
 		reply, err := lua.Activity.Exec(ctx, s.c, c.keys, c.args).AsIntSlice()
-		if err == nil && (len(reply) < 3 || len(reply)%2 != 1) {
-			err = fmt.Errorf("%w: activity.lua replied %v", ErrBadReply, reply)
-		}
 		if err != nil {
 			return err
 		}
+		counters, overlaps, err := fenced.Decode("activity.lua", reply, 3, 2, fenced.Whole(len(c.groups)))
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrBadReply, err)
+		}
 		mu.Lock()
 		defer mu.Unlock()
-		b.Applied += reply[0]
-		b.Skipped += reply[1]
-		b.Expired += reply[2]
-		for j := 3; j < len(reply); j += 2 {
-			gi := int(reply[j]) - 1
-			if gi < 0 || gi >= len(c.groups) {
-				return fmt.Errorf("%w: activity.lua named group %d of %d", ErrBadReply, gi+1, len(c.groups))
-			}
-			redo = append(redo, overlap{g: c.groups[gi], fence: reply[j+1]})
+		b.Applied += counters[0]
+		b.Skipped += counters[1]
+		b.Expired += counters[2]
+		for _, o := range overlaps {
+			redo = append(redo, overlap{g: c.groups[o.Group], fence: o.Fence})
 		}
 		return nil
 	})
@@ -285,7 +274,7 @@ func (s *Store) addGroup(c *call, g *group) {
 	uk := s.keys.User(g.user)
 	c.groups = append(c.groups, g)
 	c.keys = append(c.keys, uk.Fence(), uk.Roll())
-	c.args = append(c.args, source, strconv.FormatInt(g.first, 10), strconv.FormatInt(g.last, 10), strconv.Itoa(len(hours)))
+	c.args = append(c.args, uk.Base(), source, strconv.FormatInt(g.first, 10), strconv.FormatInt(g.last, 10), strconv.Itoa(len(hours)))
 	for _, h := range hours {
 		fcs := byHour[h]
 		c.keys = append(c.keys, uk.Minutes(h))

@@ -224,10 +224,13 @@ func (s *Store) rollUsers(ctx context.Context, users []string, closed int64) (in
 	var total atomic.Int64
 	_, firstErr := par.Errors(len(calls), s.opts.ParallelCalls, func(i int) error {
 		ks := make([]string, len(calls[i]))
+		callArgs := append(make([]string, 0, len(args)+len(calls[i])), args...)
 		for j, u := range calls[i] {
-			ks[j] = s.keys.User(u).Roll()
+			uk := s.keys.User(u)
+			ks[j] = uk.Roll()
+			callArgs = append(callArgs, uk.Base())
 		}
-		n, err := lua.ActivityRollup.Exec(ctx, s.c, ks, args).AsInt64()
+		n, err := lua.ActivityRollup.Exec(ctx, s.c, ks, callArgs).AsInt64()
 		if err != nil {
 			return fmt.Errorf("user %q and %d more: %w", calls[i][0], len(calls[i])-1, err)
 		}
@@ -266,8 +269,9 @@ func (s *Store) Count(ctx context.Context, user, typ string, from, to time.Time)
 	if tm == fm {
 		return 0, nil
 	}
-	n, err := lua.ActivityCount.Exec(ctx, s.c, []string{s.keys.User(user).Roll()},
-		[]string{t, strconv.FormatInt(fm/60_000, 10), strconv.FormatInt(tm/60_000, 10)}).AsInt64()
+	uk := s.keys.User(user)
+	n, err := lua.ActivityCount.Exec(ctx, s.c, []string{uk.Roll()},
+		[]string{t, strconv.FormatInt(fm/60_000, 10), strconv.FormatInt(tm/60_000, 10), uk.Base()}).AsInt64()
 	if err != nil {
 		return 0, fmt.Errorf("usercount.count: %w", err)
 	}
@@ -408,7 +412,7 @@ func (s *Store) DeleteUser(ctx context.Context, user string) (int, error) {
 		}
 	}
 	reply, err := lua.ActivityDelete.Exec(ctx, s.c, []string{uk.Roll(), uk.Fence()},
-		[]string{strconv.FormatInt(oldestHour, 10), strconv.FormatInt(oldestDay, 10)}).AsIntSlice()
+		[]string{strconv.FormatInt(oldestHour, 10), strconv.FormatInt(oldestDay, 10), uk.Base()}).AsIntSlice()
 	if err != nil {
 		return 0, fmt.Errorf("usercount.delete_user: %w", err)
 	}
