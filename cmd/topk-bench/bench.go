@@ -118,21 +118,9 @@ func benchRedis(c *cli.Context, env *Env, wait time.Duration) (client rueidis.Cl
 func benchAccuracy(c *cli.Context, env *Env) error {
 	skewArgs := topk.SplitList(strings.Join(c.StringSlice("skew"), ","))
 	capArgs := topk.SplitList(strings.Join(c.StringSlice("capacity"), ","))
-	var skews []float64
-	for _, s := range skewArgs {
-		f, err := strconv.ParseFloat(s, 64)
-		if err != nil {
-			return cli.Exit(fmt.Sprintf("--skew %q: not a number", s), topk.ExitUsage)
-		}
-		skews = append(skews, f)
-	}
-	var capacities []int
-	for _, s := range capArgs {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			return cli.Exit(fmt.Sprintf("--capacity %q: want a positive integer", s), topk.ExitUsage)
-		}
-		capacities = append(capacities, n)
+	skews, capacities, err := accuracyGrid(skewArgs, capArgs)
+	if err != nil {
+		return err
 	}
 	if len(skews) == 0 || len(capacities) == 0 {
 		return cli.Exit("need at least one --skew and one --capacity", topk.ExitUsage)
@@ -201,6 +189,28 @@ func benchAccuracy(c *cli.Context, env *Env) error {
 	bench.WriteSummaryMarkdown(env.Out, out.Reports)
 	fmt.Fprintf(env.Out, "Total run time %s.\n", time.Since(began).Round(time.Second))
 	return nil
+}
+
+// accuracyGrid parses the --skew and --capacity values the accuracy
+// benchmark runs every pair of.
+func accuracyGrid(skewArgs, capArgs []string) ([]float64, []int, error) {
+	var skews []float64
+	for _, s := range skewArgs {
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return nil, nil, cli.Exit(fmt.Sprintf("--skew %q: not a number", s), topk.ExitUsage)
+		}
+		skews = append(skews, f)
+	}
+	var capacities []int
+	for _, s := range capArgs {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			return nil, nil, cli.Exit(fmt.Sprintf("--capacity %q: want a positive integer", s), topk.ExitUsage)
+		}
+		capacities = append(capacities, n)
+	}
+	return skews, capacities, nil
 }
 
 // benchCommandLine spells out the run's settings as a command that repeats it.

@@ -36,67 +36,75 @@ func doctorCommand(env *Env) *cli.Command {
 			"dead-letter topic, the activity topics, the consumer groups' lag). --brokers '' skips Kafka.\n" +
 			"--verbose explains each check. Exit status 1 when a check fails, 0 otherwise (warnings included).\n" +
 			"It only reads.",
-		Flags: flags,
-		Action: func(c *cli.Context) error {
-			prefix := c.String("prefix")
-			if err := keys.ValidatePrefix(prefix); err != nil {
-				return cli.Exit(err.Error(), ExitUsage)
-			}
-			timeout := c.Duration("timeout")
-			if timeout <= 0 {
-				return cli.Exit("--timeout must be positive", ExitUsage)
-			}
-			opt, err := RedisOption(c, SplitList(c.String("redis")))
-			if err != nil {
-				return err
-			}
-			if len(opt.InitAddress) == 0 {
-				return cli.Exit("no Redis address (--redis or TOPK_REDIS, or --redis-sentinels)", ExitUsage)
-			}
-			checks := doctor.CheckRedis(c.Context, doctor.RedisOptions{Client: opt, Prefix: prefix, Timeout: timeout})
-			checks = append(checks, doctor.CheckKafka(c.Context, doctor.KafkaOptions{
-				Config:   kafkaConfig(c),
-				Topic:    c.String("topic"),
-				DLQTopic: c.String("dlq-topic"),
-				Group:    c.String("group"),
-				// The activity consumers' dead-letter topics are fixed names
-				// (cli/activity.go), whatever --activity-topic is.
-				ActivityTopic:     c.String("activity-topic"),
-				ActivityDLQTopics: []string{activity.DLQTopic, activityingest.RawDLQTopic},
-				ActivityGroups:    []string{activityingest.CountersGroup, activityingest.RawGroup},
-				MaxLag:            c.Int64("max-lag"),
-				Timeout:           timeout,
-			})...)
-
-			if c.Bool("json") {
-				enc := json.NewEncoder(env.Out)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(struct {
-					Failed bool           `json:"failed"`
-					Checks []doctor.Check `json:"checks"`
-				}{doctor.Failed(checks), checks}); err != nil {
-					return err
-				}
-			} else if err := doctor.WriteText(env.Out, checks, c.Bool("verbose")); err != nil {
-				return err
-			}
-			if doctor.Failed(checks) {
-				n := 0
-				for _, ch := range checks {
-					if ch.Level == doctor.Fail {
-						n++
-					}
-				}
-				what := "1 check failed"
-				if n > 1 {
-					what = fmt.Sprintf("%d checks failed", n)
-				}
-				if !c.Bool("verbose") && !c.Bool("json") {
-					what += " (topk doctor --verbose explains each check)"
-				}
-				return cli.Exit(what, ExitFailure)
-			}
-			return nil
-		},
+		Flags:  flags,
+		Action: func(c *cli.Context) error { return runDoctor(c, env) },
 	})
+}
+
+// runDoctor is topk doctor: the checks of Redis and Kafka, as text or
+// JSON, and exit status 1 when one failed.
+func runDoctor(c *cli.Context, env *Env) error {
+	prefix := c.String("prefix")
+	if err := keys.ValidatePrefix(prefix); err != nil {
+		return cli.Exit(err.Error(), ExitUsage)
+	}
+	timeout := c.Duration("timeout")
+	if timeout <= 0 {
+		return cli.Exit("--timeout must be positive", ExitUsage)
+	}
+	opt, err := RedisOption(c, SplitList(c.String("redis")))
+	if err != nil {
+		return err
+	}
+	if len(opt.InitAddress) == 0 {
+		return cli.Exit("no Redis address (--redis or TOPK_REDIS, or --redis-sentinels)", ExitUsage)
+	}
+	checks := doctor.CheckRedis(c.Context, doctor.RedisOptions{Client: opt, Prefix: prefix, Timeout: timeout})
+	checks = append(checks, doctor.CheckKafka(c.Context, doctor.KafkaOptions{
+		Config:   kafkaConfig(c),
+		Topic:    c.String("topic"),
+		DLQTopic: c.String("dlq-topic"),
+		Group:    c.String("group"),
+		// The activity consumers' dead-letter topics are fixed names
+		// (cli/activity.go), whatever --activity-topic is.
+		ActivityTopic:     c.String("activity-topic"),
+		ActivityDLQTopics: []string{activity.DLQTopic, activityingest.RawDLQTopic},
+		ActivityGroups:    []string{activityingest.CountersGroup, activityingest.RawGroup},
+		MaxLag:            c.Int64("max-lag"),
+		Timeout:           timeout,
+	})...)
+	return reportDoctor(c, env, checks)
+}
+
+// reportDoctor prints the checks, and fails when one did.
+func reportDoctor(c *cli.Context, env *Env, checks []doctor.Check) error {
+	if c.Bool("json") {
+		enc := json.NewEncoder(env.Out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(struct {
+			Failed bool           `json:"failed"`
+			Checks []doctor.Check `json:"checks"`
+		}{doctor.Failed(checks), checks}); err != nil {
+			return err
+		}
+	} else if err := doctor.WriteText(env.Out, checks, c.Bool("verbose")); err != nil {
+		return err
+	}
+	if doctor.Failed(checks) {
+		n := 0
+		for _, ch := range checks {
+			if ch.Level == doctor.Fail {
+				n++
+			}
+		}
+		what := "1 check failed"
+		if n > 1 {
+			what = fmt.Sprintf("%d checks failed", n)
+		}
+		if !c.Bool("verbose") && !c.Bool("json") {
+			what += " (topk doctor --verbose explains each check)"
+		}
+		return cli.Exit(what, ExitFailure)
+	}
+	return nil
 }

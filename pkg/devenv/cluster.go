@@ -77,7 +77,7 @@ func StartRedisCluster(ctx context.Context, masters int) (*RedisCluster, error) 
 // StartRedis, it tries another port if the bus port was taken meanwhile.
 func startClusterNode(ctx context.Context, dir string) (*Redis, error) {
 	var err error
-	for range redisPortAttempts {
+	for range portAttempts {
 		// A failed attempt may have left a nodes.conf naming its ports.
 		if err = os.RemoveAll(dir); err != nil {
 			return nil, fmt.Errorf("devenv: redis cluster node dir: %w", err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/url"
 	"os"
@@ -33,7 +32,6 @@ const (
 	postgresOSUser        = "postgres" // the system user Debian's package creates
 	postgresStartTimeout  = 30 * time.Second
 	postgresStopTimeout   = 10 * time.Second
-	postgresPortAttempts  = 3
 	postgresDefaultDBName = "topk"
 )
 
@@ -71,8 +69,7 @@ type Postgres struct {
 	cred     *syscall.Credential // nil: run as the current user
 
 	mu      sync.Mutex
-	pid     int
-	done    chan struct{}
+	proc    process
 	stopped bool
 }
 
@@ -99,7 +96,7 @@ func StartPostgres(ctx context.Context, opts PostgresOptions) (*Postgres, error)
 	if err != nil {
 		return nil, err
 	}
-	p := &Postgres{binDir: binDir, database: opts.Database, settings: opts.Settings}
+	p := &Postgres{binDir: binDir, database: opts.Database, settings: opts.Settings, proc: process{what: "postgres"}}
 	if p.database == "" {
 		p.database = postgresDefaultDBName
 	}
@@ -109,22 +106,12 @@ func StartPostgres(ctx context.Context, opts PostgresOptions) (*Postgres, error)
 		}
 	}
 
-	if opts.Dir == "" {
-		base := os.TempDir()
-		if p.cred != nil && !reachableByOthers(base) {
-			base = "/tmp"
-		}
-		if p.dir, err = os.MkdirTemp(base, "topk-postgres-"); err != nil {
-			return nil, fmt.Errorf("devenv: create postgres dir: %w", err)
-		}
-		p.ownsDir = true
-	} else {
-		if p.dir, err = filepath.Abs(opts.Dir); err == nil {
-			err = os.MkdirAll(p.dir, 0o700)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("devenv: postgres dir: %w", err)
-		}
+	tmp := os.TempDir()
+	if p.cred != nil && !reachableByOthers(tmp) {
+		tmp = "/tmp"
+	}
+	if p.dir, p.ownsDir, err = serverDir(opts.Dir, tmp, "postgres", 0o700); err != nil {
+		return nil, err
 	}
 	cleanup := func() {
 		if p.ownsDir {
@@ -149,29 +136,15 @@ func StartPostgres(ctx context.Context, opts PostgresOptions) (*Postgres, error)
 		}
 	}
 
-	attempts := 1
-	if opts.Port == 0 {
-		attempts = postgresPortAttempts
+	err = onFreePort(opts.Port, func(port int) (bool, error) {
+		p.port = port
+		return p.start(ctx)
+	})
+	if err != nil {
+		cleanup()
+		return nil, err
 	}
-	for i := 0; i < attempts; i++ {
-		p.port = opts.Port
-		if p.port == 0 {
-			if p.port, err = freePort(); err != nil {
-				cleanup()
-				return nil, err
-			}
-		}
-		var portInUse bool
-		portInUse, err = p.start(ctx)
-		if err == nil {
-			return p, nil
-		}
-		if !portInUse {
-			break
-		}
-	}
-	cleanup()
-	return nil, err
+	return p, nil
 }
 
 // findPostgresBin returns the directory holding initdb and postgres: the one
@@ -312,7 +285,7 @@ func (p *Postgres) LogPath() string { return filepath.Join(p.dir, postgresLogNam
 func (p *Postgres) PID() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.pid
+	return p.proc.pid
 }
 
 // Stop shuts the server down by its PID: SIGINT (PostgreSQL's fast shutdown:
@@ -322,33 +295,17 @@ func (p *Postgres) PID() int {
 func (p *Postgres) Stop() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.stopped {
-		return nil
-	}
-	p.stopped = true
-	err := p.terminate()
-	if p.ownsDir {
-		if rmErr := os.RemoveAll(p.dir); rmErr != nil && err == nil {
-			err = fmt.Errorf("devenv: remove postgres dir: %w", rmErr)
-		}
-	}
-	return err
+	// SIGINT is PostgreSQL's fast shutdown, SIGQUIT its immediate one. Its
+	// backends lead their own sessions, so only the postmaster is killed;
+	// each backend exits on its own once it sees it gone.
+	return stopOwned(&p.stopped, func() error {
+		return p.proc.stop(postgresStopTimeout, false, syscall.SIGINT, syscall.SIGQUIT)
+	}, p.dir, p.ownsDir, "postgres")
 }
 
 func (p *Postgres) start(ctx context.Context) (portInUse bool, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-
-	logPath := p.LogPath()
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return false, fmt.Errorf("devenv: open postgres log: %w", err)
-	}
-	defer logFile.Close() // the child has its own copy
-	logStart, err := logFile.Seek(0, io.SeekEnd)
-	if err != nil {
-		return false, fmt.Errorf("devenv: open postgres log: %w", err)
-	}
 
 	settings := map[string]string{
 		"listen_addresses":        "127.0.0.1",
@@ -373,54 +330,22 @@ func (p *Postgres) start(ctx context.Context) (portInUse bool, err error) {
 		args = append(args, "-c", k+"="+settings[k])
 	}
 	// Not CommandContext: ctx bounds the start, not the server's life.
-	cmd := p.command(nil, "postgres", args...)
-	cmd.Stdout = logFile
-	cmd.Stderr = logFile
-	if err := cmd.Start(); err != nil {
-		return false, fmt.Errorf("devenv: start postgres: %w", err)
+	logStart, err := p.proc.start(p.command(nil, "postgres", args...), p.LogPath())
+	if err != nil {
+		return false, err
 	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait() // reaps the child; the exit status is in the log
-		close(done)
-	}()
-	p.pid = cmd.Process.Pid
-	p.done = done
-
-	waitErr := p.waitReady(ctx, done)
+	// Ready once it accepts connections and is ours (its data_directory is
+	// our cluster, not another server's that took the port), with the
+	// database created.
+	waitErr := p.proc.waitReady(ctx, postgresStartTimeout, 50*time.Millisecond, p.probe)
 	if waitErr == nil {
 		return false, nil
 	}
-	_ = p.kill()
-	tail, _ := logTail(logPath, logStart, redisLogTailLines)
+	_ = p.proc.kill(false)
+	tail, _ := logTail(p.LogPath(), logStart, redisLogTailLines)
 	inUse := strings.Contains(tail, "could not bind") && strings.Contains(tail, "in use")
 	return inUse, fmt.Errorf("devenv: postgres on %s (dir %s): %w; last lines of %s:\n%s",
-		p.Addr(), p.dir, waitErr, logPath, tail)
-}
-
-// waitReady polls until the server accepts connections and is ours (its
-// data_directory is our cluster, not another server's that took the port),
-// then creates the database. p.mu must be held.
-func (p *Postgres) waitReady(ctx context.Context, exited <-chan struct{}) error {
-	ctx, cancel := context.WithTimeout(ctx, postgresStartTimeout)
-	defer cancel()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	var last error
-	for {
-		ok, err := p.probe(ctx)
-		if ok {
-			return nil
-		}
-		last = err
-		select {
-		case <-exited:
-			return errors.New("process exited during startup")
-		case <-ctx.Done():
-			return fmt.Errorf("not ready: %w (last probe: %v)", ctx.Err(), last)
-		case <-tick.C:
-		}
-	}
+		p.Addr(), p.dir, waitErr, p.LogPath(), tail)
 }
 
 // probe connects to the maintenance database, checks that the server is
@@ -455,51 +380,4 @@ func (p *Postgres) probe(ctx context.Context) (bool, error) {
 		}
 	}
 	return true, nil
-}
-
-// terminate stops the postmaster: SIGINT (fast shutdown), then SIGQUIT
-// (immediate) and SIGKILL. p.mu must be held.
-func (p *Postgres) terminate() error {
-	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGQUIT} {
-		if !p.running() {
-			return nil
-		}
-		if err := syscall.Kill(p.pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
-			return fmt.Errorf("devenv: stop postgres (pid %d): %w", p.pid, err)
-		}
-		t := time.NewTimer(postgresStopTimeout)
-		select {
-		case <-p.done:
-			t.Stop()
-			return nil
-		case <-t.C:
-		}
-	}
-	return p.kill()
-}
-
-// kill sends SIGKILL to the postmaster and waits for it to exit. Its
-// backends lead their own sessions, so they are not in its group; each exits
-// on its own once it sees the postmaster gone. p.mu must be held.
-func (p *Postgres) kill() error {
-	if !p.running() {
-		return nil
-	}
-	if err := syscall.Kill(p.pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("devenv: kill postgres (pid %d): %w", p.pid, err)
-	}
-	<-p.done
-	return nil
-}
-
-func (p *Postgres) running() bool {
-	if p.done == nil {
-		return false
-	}
-	select {
-	case <-p.done:
-		return false
-	default:
-		return true
-	}
 }

@@ -34,7 +34,6 @@ const (
 	redisLogName      = "redis.log"
 	redisStartTimeout = 10 * time.Second
 	redisStopTimeout  = 5 * time.Second
-	redisPortAttempts = 3
 	redisLogTailLines = 20
 )
 
@@ -67,9 +66,8 @@ type Redis struct {
 	sentinelConf string
 
 	mu      sync.Mutex
-	pid     int
-	done    chan struct{} // closed when the current process has exited; nil before the first start
-	stopped bool          // Stop was called
+	proc    process
+	stopped bool // Stop was called
 }
 
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago. Another
@@ -107,54 +105,21 @@ func StartRedis(ctx context.Context, opts RedisOptions) (*Redis, error) {
 		return nil, fmt.Errorf("%w: run scripts/install-deps.sh (or: sudo apt-get install redis-server)", ErrRedisNotInstalled)
 	}
 
-	r := &Redis{bin: bin, args: append([]string(nil), opts.Args...)}
-	if opts.Dir == "" {
-		r.dir, err = os.MkdirTemp("", "topk-redis-")
-		if err != nil {
-			return nil, fmt.Errorf("devenv: create redis dir: %w", err)
-		}
-		r.ownsDir = true
-	} else {
-		r.dir, err = filepath.Abs(opts.Dir)
-		if err == nil {
-			err = os.MkdirAll(r.dir, 0o755)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("devenv: redis dir: %w", err)
-		}
+	r := &Redis{bin: bin, args: append([]string(nil), opts.Args...), proc: process{what: "redis-server"}}
+	if r.dir, r.ownsDir, err = serverDir(opts.Dir, "", "redis", 0o755); err != nil {
+		return nil, err
 	}
-	cleanup := func() {
+	err = onFreePort(opts.Port, func(port int) (bool, error) {
+		r.port = port
+		return r.start(ctx)
+	})
+	if err != nil {
 		if r.ownsDir {
 			os.RemoveAll(r.dir)
 		}
+		return nil, err
 	}
-
-	// A port chosen by FreePort can be taken by someone else before
-	// redis-server binds it; then try another one. A port the caller chose
-	// is used as is.
-	attempts := 1
-	if opts.Port == 0 {
-		attempts = redisPortAttempts
-	}
-	for i := 0; i < attempts; i++ {
-		r.port = opts.Port
-		if r.port == 0 {
-			if r.port, err = freePort(); err != nil {
-				cleanup()
-				return nil, err
-			}
-		}
-		var portInUse bool
-		portInUse, err = r.start(ctx)
-		if err == nil {
-			return r, nil
-		}
-		if !portInUse {
-			break
-		}
-	}
-	cleanup()
-	return nil, err
+	return r, nil
 }
 
 // Addr returns the server's address, "127.0.0.1:port".
@@ -177,7 +142,7 @@ func (r *Redis) LogPath() string { return filepath.Join(r.dir, redisLogName) }
 func (r *Redis) PID() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.pid
+	return r.proc.pid
 }
 
 // Stop shuts the server down: SIGTERM, then SIGKILL if it has not exited
@@ -187,17 +152,7 @@ func (r *Redis) PID() int {
 func (r *Redis) Stop() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.stopped {
-		return nil
-	}
-	r.stopped = true
-	err := r.terminate()
-	if r.ownsDir {
-		if rmErr := os.RemoveAll(r.dir); rmErr != nil && err == nil {
-			err = fmt.Errorf("devenv: remove redis dir: %w", rmErr)
-		}
-	}
-	return err
+	return stopOwned(&r.stopped, r.terminate, r.dir, r.ownsDir, "redis")
 }
 
 // Kill sends SIGKILL to the server, as a crash would, and waits for it to
@@ -207,7 +162,7 @@ func (r *Redis) Stop() error {
 func (r *Redis) Kill() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.kill()
+	return r.proc.kill(true)
 }
 
 // Restart starts the server again on the same port, in the same directory and
@@ -242,17 +197,6 @@ func (r *Redis) start(ctx context.Context) (portInUse bool, err error) {
 // failure the process is gone and portInUse reports whether it failed
 // because its port was taken. r.mu must be held.
 func (r *Redis) startLocked(ctx context.Context) (portInUse bool, err error) {
-	logPath := r.LogPath()
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return false, fmt.Errorf("devenv: open redis log: %w", err)
-	}
-	defer logFile.Close() // the child has its own copy
-	logStart, err := logFile.Seek(0, io.SeekEnd)
-	if err != nil {
-		return false, fmt.Errorf("devenv: open redis log: %w", err)
-	}
-
 	args := []string{
 		"--port", strconv.Itoa(r.port),
 		"--bind", "127.0.0.1",
@@ -268,125 +212,29 @@ func (r *Redis) startLocked(ctx context.Context) (portInUse bool, err error) {
 	args = append(args, r.args...)
 	cmd := exec.Command(r.bin, args...)
 	cmd.Dir = r.dir
-	cmd.Stdout = logFile
-	cmd.Stderr = logFile
 	cmd.SysProcAttr = childAttr()
-	if err := cmd.Start(); err != nil {
-		return false, fmt.Errorf("devenv: start redis-server: %w", err)
+	logStart, err := r.proc.start(cmd, r.LogPath())
+	if err != nil {
+		return false, err
 	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait() // reaps the child; the exit status is in the log
-		close(done)
-	}()
-	r.pid = cmd.Process.Pid
-	r.done = done
-
-	waitErr := waitRedisReady(ctx, r.Addr(), r.pid, done)
+	// PING, and INFO's pid, so that a server that got the port first is not
+	// taken for ours.
+	waitErr := r.proc.waitReady(ctx, redisStartTimeout, 20*time.Millisecond, func(ctx context.Context) (bool, error) {
+		return probeRedis(ctx, r.Addr(), r.proc.pid)
+	})
 	if waitErr == nil {
 		return false, nil
 	}
 	// Make sure the process is gone before reporting.
-	_ = r.kill()
-	tail, inUse := logTail(logPath, logStart, redisLogTailLines)
+	_ = r.proc.kill(true)
+	tail, inUse := logTail(r.LogPath(), logStart, redisLogTailLines)
 	return inUse, fmt.Errorf("devenv: redis-server on %s (dir %s): %w; last lines of %s:\n%s",
-		r.Addr(), r.dir, waitErr, logPath, tail)
+		r.Addr(), r.dir, waitErr, r.LogPath(), tail)
 }
 
 // terminate stops the current process, if it runs: SIGTERM, then SIGKILL
-// after redisStopTimeout. r.mu must be held.
-func (r *Redis) terminate() error {
-	if !r.running() {
-		return nil
-	}
-	if err := syscall.Kill(r.pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("devenv: stop redis-server (pid %d): %w", r.pid, err)
-	}
-	t := time.NewTimer(redisStopTimeout)
-	defer t.Stop()
-	select {
-	case <-r.done:
-		return nil
-	case <-t.C:
-	}
-	return r.kill()
-}
-
-// kill sends SIGKILL to the process group of the current process (which also
-// catches a forked BGSAVE/AOF-rewrite child) and waits for it to exit. r.mu
-// must be held.
-func (r *Redis) kill() error {
-	if !r.running() {
-		return nil
-	}
-	// The child leads its own group, so -pid names that group.
-	if err := syscall.Kill(-r.pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("devenv: kill redis-server (pid %d): %w", r.pid, err)
-	}
-	<-r.done
-	return nil
-}
-
-// running reports whether the current process has not exited yet. r.mu must
-// be held.
-func (r *Redis) running() bool {
-	if r.done == nil {
-		return false
-	}
-	select {
-	case <-r.done:
-		return false
-	default:
-		return true
-	}
-}
-
-// waitRedisReady polls addr until the server answers PING and INFO reports
-// the expected pid (so that a different server that got the port first is not
-// taken for ours). It fails early if the process exits.
-func waitRedisReady(ctx context.Context, addr string, pid int, exited <-chan struct{}) error {
-	ctx, cancel := context.WithTimeout(ctx, redisStartTimeout)
-	defer cancel()
-	// Abort a probe in flight as soon as the process exits: something else
-	// on the port may accept the connection and never answer.
-	probeCtx, cancelProbe := context.WithCancel(ctx)
-	defer cancelProbe()
-	go func() {
-		select {
-		case <-exited:
-			cancelProbe()
-		case <-probeCtx.Done():
-		}
-	}()
-	errExited := errors.New("process exited during startup")
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	var last error
-	for {
-		ok, err := probeRedis(probeCtx, addr, pid)
-		if ok {
-			return nil
-		}
-		if err != nil {
-			last = err
-		}
-		select {
-		case <-exited: // checked first: select picks randomly among ready cases
-			return errExited
-		default:
-		}
-		select {
-		case <-exited:
-			return errExited
-		case <-ctx.Done():
-			if last != nil {
-				return fmt.Errorf("not ready: %w (last probe: %v)", ctx.Err(), last)
-			}
-			return fmt.Errorf("not ready: %w", ctx.Err())
-		case <-tick.C:
-		}
-	}
-}
+// to its group after redisStopTimeout. r.mu must be held.
+func (r *Redis) terminate() error { return r.proc.stop(redisStopTimeout, true, syscall.SIGTERM) }
 
 // probeRedis sends PING and INFO server over a plain RESP connection.
 func probeRedis(ctx context.Context, addr string, pid int) (bool, error) {

@@ -156,23 +156,18 @@ func (s *SentinelSet) startSentinel(ctx context.Context, dir string, masterPort 
 		"sentinel failover-timeout %s %d\n"+
 		"sentinel parallel-syncs %s 1\n",
 		name, masterPort, s.opts.Quorum, name, s.opts.DownAfter.Milliseconds(), name, s.opts.FailoverTimeout.Milliseconds(), name)
-	for range redisPortAttempts {
-		if err = os.WriteFile(conf, []byte(body), 0o644); err != nil {
-			return nil, fmt.Errorf("devenv: sentinel config: %w", err)
+	r := &Redis{bin: bin, dir: dir, sentinelConf: conf, proc: process{what: "redis-sentinel"}}
+	err = onFreePort(0, func(port int) (bool, error) {
+		if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
+			return false, fmt.Errorf("devenv: sentinel config: %w", err)
 		}
-		r := &Redis{bin: bin, dir: dir, sentinelConf: conf}
-		if r.port, err = freePort(); err != nil {
-			return nil, err
-		}
-		var inUse bool
-		if inUse, err = r.start(ctx); err == nil {
-			return r, nil
-		}
-		if !inUse {
-			break
-		}
+		r.port = port
+		return r.start(ctx)
+	})
+	if err != nil {
+		return nil, err
 	}
-	return nil, err
+	return r, nil
 }
 
 // cliOut runs redis-cli against the server on port.

@@ -589,6 +589,28 @@ func CheckKafka(ctx context.Context, o KafkaOptions) []Check {
 		return append(out, check(Fail, "topics", "cannot list topics %s: %v", strings.Join(topics, ", "), err).because(
 			"The Kafka user needs DESCRIBE on them."))
 	}
+	topicChecks, groups, parts := checkTopics(o, details)
+	out = append(out, topicChecks...)
+	if len(groups) == 0 {
+		return out
+	}
+	step, cancel = context.WithTimeout(ctx, o.Timeout)
+	lags, err := adm.Lag(step, groups...)
+	cancel()
+	if err != nil {
+		return append(out, check(Warn, "groups", "cannot read the lag of %s: %v", strings.Join(groups, ", "), err).because(
+			"The Kafka user needs DESCRIBE on the groups."))
+	}
+	for _, g := range groups {
+		out = append(out, groupCheck(g, lags[g], parts[g], o.MaxLag))
+	}
+	return out
+}
+
+// checkTopics checks the topics details lists (present, and how many
+// partitions) and returns the consumer groups whose lag can be read, with
+// the partitions of each group's topic.
+func checkTopics(o KafkaOptions, details kadm.TopicDetails) (out []Check, groups []string, parts map[string]int) {
 	present := func(t string) (int, error) {
 		d, ok := details[t]
 		if !ok {
@@ -596,8 +618,7 @@ func CheckKafka(ctx context.Context, o KafkaOptions) []Check {
 		}
 		return len(d.Partitions), d.Err
 	}
-	var groups []string
-	parts := map[string]int{}
+	parts = map[string]int{}
 
 	// The events topic and its DLQ.
 	if n, err := present(o.Topic); err != nil {
@@ -641,20 +662,7 @@ func CheckKafka(ctx context.Context, o KafkaOptions) []Check {
 			}
 		}
 	}
-	if len(groups) == 0 {
-		return out
-	}
-	step, cancel = context.WithTimeout(ctx, o.Timeout)
-	lags, err := adm.Lag(step, groups...)
-	cancel()
-	if err != nil {
-		return append(out, check(Warn, "groups", "cannot read the lag of %s: %v", strings.Join(groups, ", "), err).because(
-			"The Kafka user needs DESCRIBE on the groups."))
-	}
-	for _, g := range groups {
-		out = append(out, groupCheck(g, lags[g], parts[g], o.MaxLag))
-	}
-	return out
+	return out, groups, parts
 }
 
 func brokerList(bs kadm.BrokerDetails) string {

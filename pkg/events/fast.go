@@ -38,100 +38,64 @@ import (
 //
 // The caller has already checked the size limit and utf8.Valid.
 func decodeFast(value []byte) (ev Event, handled bool, err error) {
-	var (
-		spans  [numStringFields]span // where each string field's value is
-		ts     int64
-		haveTS bool
-	)
+	var o object
+	if !o.scan(value) {
+		return Event{}, false, nil
+	}
+	ev = o.event(value)
+
+	// The checks of decodeSlow, in its order.
+	if err := checkID("workspace_id", ev.WorkspaceID); err != nil {
+		return Event{}, true, err
+	}
+	if err := checkID("channel_id", ev.ChannelID); err != nil {
+		return Event{}, true, err
+	}
+	if !o.haveTS {
+		return Event{}, true, errMissingTS()
+	}
+	if err := CheckTS(o.ts); err != nil {
+		return Event{}, true, err
+	}
+	ev.TS = o.ts
+	if ev.Type == "" {
+		ev.Type = DefaultType
+	}
+	return ev, true, nil
+}
+
+// object is what decodeFast's scan finds in a record: where each string
+// field's value is, and ts.
+type object struct {
+	spans  [numStringFields]span
+	ts     int64
+	haveTS bool
+}
+
+// scan parses value as one flat JSON object of the common shape (see
+// decodeFast), or reports false to decline it.
+func (o *object) scan(value []byte) bool {
 	n := len(value)
 	i := skipWS(value, 0)
 	if i >= n || value[i] != '{' {
-		return Event{}, false, nil
+		return false
 	}
 	i = skipWS(value, i+1)
 	if i < n && value[i] == '}' {
 		i++
 	} else {
 		for {
-			// The key.
-			if i >= n || value[i] != '"' {
-				return Event{}, false, nil
+			f, j, ok := scanKey(value, i)
+			if !ok {
+				return false
 			}
-			i++
-			f, l := exactField(value[i:])
-			if l == 0 {
-				start := i
-				for i < n && plainKeyByte[value[i]] {
-					i++
-				}
-				if i >= n || value[i] != '"' {
-					return Event{}, false, nil // an escape, a non-ASCII byte, a control byte or the end
-				}
-				f, l = matchField(value[start:i]), i-start
-				i = start
+			if i, ok = o.scanValue(value, j, f); !ok {
+				return false
 			}
-			i = skipWS(value, i+l+1)
-			if i >= n || value[i] != ':' {
-				return Event{}, false, nil
-			}
-			i = skipWS(value, i+1)
-			if i >= n {
-				return Event{}, false, nil
-			}
-
-			// The value.
-			switch {
-			case f == fieldTS:
-				switch c := value[i]; {
-				case c == 'n':
-					if !hasPrefixAt(value, i, "null") {
-						return Event{}, false, nil
-					}
-					i += len("null")
-					haveTS = false
-				case c == '-' || '0' <= c && c <= '9':
-					v, j, ok := parseTS(value, i)
-					if !ok {
-						return Event{}, false, nil
-					}
-					ts, haveTS, i = v, true, j
-				default:
-					return Event{}, false, nil
-				}
-			case f == fieldUnknown:
-				j, ok := skipValue(value, i)
-				if !ok {
-					return Event{}, false, nil
-				}
-				i = j
-			default: // a string field
-				switch value[i] {
-				case '"':
-					i++
-					start := i
-					for i < n && plainStringByte[value[i]] {
-						i++
-					}
-					if i >= n || value[i] != '"' {
-						return Event{}, false, nil // an escape, a control byte or the end
-					}
-					spans[f] = span{start, i}
-					i++
-				case 'n':
-					// null leaves a string field as it was.
-					if !hasPrefixAt(value, i, "null") {
-						return Event{}, false, nil
-					}
-					i += len("null")
-				default:
-					return Event{}, false, nil
-				}
-			}
-
 			// A comma and the next key, or the end of the object.
 			i = skipWS(value, i)
 			if i >= n {
-				return Event{}, false, nil
+				return false
 			}
 			if value[i] == ',' {
 				i = skipWS(value, i+1)
@@ -141,62 +105,120 @@ func decodeFast(value []byte) (ev Event, handled bool, err error) {
 				i++
 				break
 			}
-			return Event{}, false, nil
+			return false
 		}
 	}
-	if i < n && len(bytes.TrimSpace(value[i:])) != 0 {
-		return Event{}, false, nil // trailing data: let decodeSlow word it
-	}
+	// Trailing data is declined: decodeSlow words its error.
+	return i >= n || len(bytes.TrimSpace(value[i:])) == 0
+}
 
-	// One allocation for all the strings: copy just the fields' bytes (not
-	// the whole record, so the ids do not pin unknown fields in memory) into
-	// one string, and slice it.
+// scanKey reads the key at i and its colon: it returns the field the key
+// names and where its value starts.
+func scanKey(value []byte, i int) (f, next int, ok bool) {
+	n := len(value)
+	if i >= n || value[i] != '"' {
+		return 0, 0, false
+	}
+	i++
+	f, l := exactField(value[i:])
+	if l == 0 {
+		start := i
+		for i < n && plainKeyByte[value[i]] {
+			i++
+		}
+		if i >= n || value[i] != '"' {
+			return 0, 0, false // an escape, a non-ASCII byte, a control byte or the end
+		}
+		f, l = matchField(value[start:i]), i-start
+		i = start
+	}
+	i = skipWS(value, i+l+1)
+	if i >= n || value[i] != ':' {
+		return 0, 0, false
+	}
+	i = skipWS(value, i+1)
+	return f, i, i < n
+}
+
+// scanValue reads field f's value at i, and returns where it ends.
+func (o *object) scanValue(value []byte, i, f int) (int, bool) {
+	n := len(value)
+	switch {
+	case f == fieldTS:
+		switch c := value[i]; {
+		case c == 'n':
+			if !hasPrefixAt(value, i, "null") {
+				return 0, false
+			}
+			o.haveTS = false
+			return i + len("null"), true
+		case c == '-' || '0' <= c && c <= '9':
+			v, j, ok := parseTS(value, i)
+			if !ok {
+				return 0, false
+			}
+			o.ts, o.haveTS = v, true
+			return j, true
+		}
+		return 0, false
+	case f == fieldUnknown:
+		return skipValue(value, i)
+	}
+	// A string field.
+	switch value[i] {
+	case '"':
+		i++
+		start := i
+		for i < n && plainStringByte[value[i]] {
+			i++
+		}
+		if i >= n || value[i] != '"' {
+			return 0, false // an escape, a control byte or the end
+		}
+		o.spans[f] = span{start, i}
+		return i + 1, true
+	case 'n':
+		// null leaves a string field as it was.
+		if !hasPrefixAt(value, i, "null") {
+			return 0, false
+		}
+		return i + len("null"), true
+	}
+	return 0, false
+}
+
+// event builds the event of the fields scan found, with one allocation
+// for all its strings: it copies just the fields' bytes (not the whole
+// record, so the ids do not pin unknown fields in memory) into one string,
+// and slices it.
+func (o *object) event(value []byte) Event {
 	total := 0
-	for _, sp := range spans {
+	for _, sp := range o.spans {
 		total += sp.end - sp.start
 	}
 	var s string
 	if total > 0 {
 		var b strings.Builder
 		b.Grow(total)
-		for _, sp := range spans {
+		for _, sp := range o.spans {
 			b.Write(value[sp.start:sp.end])
 		}
 		s = b.String()
 	}
 	var str [numStringFields]string
 	off := 0
-	for f, sp := range spans {
+	for f, sp := range o.spans {
 		l := sp.end - sp.start
 		str[f] = s[off : off+l]
 		off += l
 	}
-	ev = Event{
+	return Event{
 		EventID:     str[fieldEventID],
 		WorkspaceID: str[fieldWorkspaceID],
 		ChannelID:   str[fieldChannelID],
 		UserID:      str[fieldUserID],
 		Type:        str[fieldType],
 	}
-
-	// The checks of decodeSlow, in its order.
-	if err := checkID("workspace_id", ev.WorkspaceID); err != nil {
-		return Event{}, true, err
-	}
-	if err := checkID("channel_id", ev.ChannelID); err != nil {
-		return Event{}, true, err
-	}
-	if !haveTS {
-		return Event{}, true, errMissingTS()
-	}
-	if err := CheckTS(ts); err != nil {
-		return Event{}, true, err
-	}
-	ev.TS = ts
-	if ev.Type == "" {
-		ev.Type = DefaultType
-	}
-	return ev, true, nil
 }
 
 // span is a half-open byte range of the record value.
@@ -425,57 +447,64 @@ func skipValue(b []byte, i int) (next int, ok bool) {
 			depth++
 			i = j
 			continue
-		case c == 't':
-			if !hasPrefixAt(b, i, "true") {
-				return 0, false
-			}
-			i += len("true")
-		case c == 'f':
-			if !hasPrefixAt(b, i, "false") {
-				return 0, false
-			}
-			i += len("false")
-		case c == 'n':
-			if !hasPrefixAt(b, i, "null") {
-				return 0, false
-			}
-			i += len("null")
-		case c == '-' || '0' <= c && c <= '9':
-			if i, ok = skipNumber(b, i); !ok {
-				return 0, false
-			}
 		default:
-			return 0, false
+			if i, ok = skipLiteral(b, i); !ok {
+				return 0, false
+			}
 		}
 
-		// A value ended at b[i]: close containers until one has a next
-		// element.
-		for {
-			if depth == 0 {
-				return i, true
-			}
-			i = skipWS(b, i)
-			if i >= n {
-				return 0, false
-			}
-			inArray := arrays&(1<<(depth-1)) != 0
-			if b[i] == ',' {
-				i = skipWS(b, i+1)
-				if !inArray {
-					if i, ok = skipKey(b, i); !ok {
-						return 0, false
-					}
-				}
-				break
-			}
-			if inArray && b[i] == ']' || !inArray && b[i] == '}' {
-				i++
-				depth--
-				continue
-			}
-			return 0, false
+		// A value ended at b[i].
+		if i, depth, ok = closeContainers(b, i, depth, arrays); !ok || depth == 0 {
+			return i, ok
 		}
 	}
+}
+
+// skipLiteral validates the number, true, false or null at b[i] and
+// returns the index after it.
+func skipLiteral(b []byte, i int) (int, bool) {
+	switch c := b[i]; {
+	case c == '-' || '0' <= c && c <= '9':
+		return skipNumber(b, i)
+	case c == 't' && hasPrefixAt(b, i, "true"):
+		return i + len("true"), true
+	case c == 'f' && hasPrefixAt(b, i, "false"):
+		return i + len("false"), true
+	case c == 'n' && hasPrefixAt(b, i, "null"):
+		return i + len("null"), true
+	}
+	return 0, false
+}
+
+// closeContainers is skipValue after a value that ended at b[i], inside
+// depth containers (bit d of arrays set: the one at depth d is an array):
+// it closes containers until one has a next element, and returns where
+// that element starts and the depth left (0: the whole value is skipped,
+// and i is after it).
+func closeContainers(b []byte, i, depth int, arrays uint64) (int, int, bool) {
+	n := len(b)
+	for depth > 0 {
+		i = skipWS(b, i)
+		if i >= n {
+			return 0, 0, false
+		}
+		inArray := arrays&(1<<(depth-1)) != 0
+		if b[i] == ',' {
+			i = skipWS(b, i+1)
+			if inArray {
+				return i, depth, true
+			}
+			i, ok := skipKey(b, i)
+			return i, depth, ok
+		}
+		if inArray && b[i] == ']' || !inArray && b[i] == '}' {
+			i++
+			depth--
+			continue
+		}
+		return 0, 0, false
+	}
+	return i, 0, true
 }
 
 // skipKey validates an object key at b[i] and the colon after it, and

@@ -302,16 +302,10 @@ func (s *Store) Apply(ctx context.Context, b *Batch) error {
 	if b.prepared == nil {
 		s.prepare(b)
 	}
-	failed, firstErr := par.Errors(len(b.prepared), s.opts.ParallelCalls, func(i int) error {
-		if b.done[i] {
-			return nil
-		}
+	failed, firstErr := par.Pending(b.done, s.opts.ParallelCalls, func(i int) error {
 		c := b.prepared[i]
-		if _, err := lua.Geo.Exec(ctx, s.c, c.keys, c.args).AsInt64(); err != nil {
-			return err
-		}
-		b.done[i] = true // each i is its own element: no lock needed
-		return nil
+		_, err := lua.Geo.Exec(ctx, s.c, c.keys, c.args).AsInt64()
+		return err
 	})
 	if firstErr != nil {
 		return fmt.Errorf("geo.apply: %d of %d calls failed: %w", failed, len(b.prepared), firstErr)

@@ -57,54 +57,15 @@ func Replay(ctx context.Context, cfg ReplayConfig) (*Stats, error) {
 	if cfg.Store == nil || cfg.Topic == "" {
 		return nil, errors.New("ingest.replay: store and topic are required")
 	}
-	if cfg.BatchEvents <= 0 {
-		cfg.BatchEvents = DefaultBatchEvents
-	}
+	cfg = cfg.withDefaults()
 	sink, err := NewChannelSink(cfg.Store, ChannelOptions{Lateness: cfg.Lateness, MaxSkew: cfg.MaxSkew, UserMinuteCap: cfg.UserMinuteCap, Users: cfg.Users})
 	if err != nil {
 		return nil, fmt.Errorf("ingest.replay: %w", err)
 	}
-	if cfg.Stall <= 0 {
-		cfg.Stall = 10 * time.Second
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = time.Now
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	admin, err := kafka.NewClient(cfg.Kafka)
+	from, left, total, err := replayRange(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("ingest.replay: %w", err)
 	}
-	defer admin.Close()
-	adm := kadm.NewClient(admin)
-	starts, err := adm.ListOffsetsAfterMilli(ctx, cfg.Since.UnixMilli(), cfg.Topic)
-	if err == nil {
-		err = starts.Error()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("ingest.replay: offsets at %s: %w", cfg.Since.Format(time.RFC3339), err)
-	}
-	ends, err := adm.ListEndOffsets(ctx, cfg.Topic)
-	if err == nil {
-		err = ends.Error()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("ingest.replay: end offsets: %w", err)
-	}
-	from := map[int32]kgo.Offset{}
-	left := map[int32]int64{} // partition -> end offset, while short of it
-	var total int64
-	ends.Each(func(end kadm.ListedOffset) {
-		start, ok := starts.Lookup(cfg.Topic, end.Partition)
-		if !ok || start.Offset < 0 || start.Offset >= end.Offset {
-			return
-		}
-		from[end.Partition] = kgo.NewOffset().At(start.Offset)
-		left[end.Partition] = end.Offset
-		total += end.Offset - start.Offset
-	})
 	stats := &Stats{}
 	log := cfg.Logger.With("topic", cfg.Topic)
 	log.Info("replay started", "since", cfg.Since.UTC().Format(time.RFC3339), "partitions", len(from), "records", total)
@@ -161,4 +122,61 @@ func Replay(ctx context.Context, cfg ReplayConfig) (*Stats, error) {
 	log.Info("replay done", "records", stats.Consumed.Load(), "counted", stats.Counted.Load(),
 		"already_counted", stats.Replayed.Load(), "rejected", stats.Rejected.Load())
 	return stats, nil
+}
+
+// withDefaults fills in cfg's zero values.
+func (cfg ReplayConfig) withDefaults() ReplayConfig {
+	if cfg.BatchEvents <= 0 {
+		cfg.BatchEvents = DefaultBatchEvents
+	}
+	if cfg.Stall <= 0 {
+		cfg.Stall = 10 * time.Second
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return cfg
+}
+
+// replayRange returns, per partition of cfg.Topic with records since
+// cfg.Since, where the replay starts and the end offset it runs to (the
+// end when it started: later records are the workers'), and the number of
+// records in between.
+func replayRange(ctx context.Context, cfg ReplayConfig) (map[int32]kgo.Offset, map[int32]int64, int64, error) {
+	admin, err := kafka.NewClient(cfg.Kafka)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	defer admin.Close()
+	adm := kadm.NewClient(admin)
+	starts, err := adm.ListOffsetsAfterMilli(ctx, cfg.Since.UnixMilli(), cfg.Topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("offsets at %s: %w", cfg.Since.Format(time.RFC3339), err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, cfg.Topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("end offsets: %w", err)
+	}
+	from := map[int32]kgo.Offset{}
+	left := map[int32]int64{} // partition -> end offset, while short of it
+	var total int64
+	ends.Each(func(end kadm.ListedOffset) {
+		start, ok := starts.Lookup(cfg.Topic, end.Partition)
+		if !ok || start.Offset < 0 || start.Offset >= end.Offset {
+			return
+		}
+		from[end.Partition] = kgo.NewOffset().At(start.Offset)
+		left[end.Partition] = end.Offset
+		total += end.Offset - start.Offset
+	})
+	return from, left, total, nil
 }

@@ -283,21 +283,7 @@ func (w *Worker) Run(ctx context.Context) error {
 // run is one life of the worker: one Kafka client, one group membership.
 func (w *Worker) run(ctx context.Context) error {
 	var hurry atomic.Bool // set when a rebalance waits on our pending batch
-	opts := append([]kgo.Opt{
-		kgo.ConsumerGroup(w.cfg.Group),
-		kgo.ConsumeTopics(w.cfg.Topic),
-		kgo.DisableAutoCommit(),
-		kgo.BlockRebalanceOnPoll(),
-		kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { hurry.Store(true) }),
-	}, w.lagHooks()...)
-	// Heartbeats must come well within the session timeout, and they are
-	// how the other members learn that a rebalance (a dead member's
-	// partitions to take over) waits for them: at most a second apart.
-	// ClientOpts come after, so that they can still override these.
-	opts = append(opts, kgo.SessionTimeout(w.cfg.SessionTimeout), kgo.HeartbeatInterval(min(w.cfg.SessionTimeout/3, time.Second)),
-		kgo.RebalanceTimeout(w.cfg.RebalanceTimeout))
-	opts = append(opts, w.cfg.ClientOpts...)
-	cl, err := kafka.NewClient(w.cfg.Kafka, opts...)
+	cl, err := w.newClient(&hurry)
 	if err != nil {
 		return fmt.Errorf("ingest: %w", err)
 	}
@@ -324,86 +310,137 @@ func (w *Worker) run(ctx context.Context) error {
 		attrs = append(attrs, "global_backend", w.cfg.Store.GlobalBackend(), "user_minute_cap", w.cfg.UserMinuteCap)
 	}
 	log.Info("ingest worker started", attrs...)
-	b := newBatch()
-	summary := newRejectSummary(log, 10*time.Second)
-	// held: the sink holds counts of batches already written (Written.Held),
-	// whose offsets b carries uncommitted; the worker then flushes every
-	// BatchAge from lastFlush even without new records, for the sink to
-	// write them when due.
-	held := false
-	var lastFlush time.Time
+	c := &consumer{w: w, cl: cl, log: log, hurry: &hurry, b: newBatch(), summary: newRejectSummary(log, 10*time.Second)}
 	for {
-		deadline := time.Now().Add(w.cfg.BatchAge)
-		if !b.empty() {
-			deadline = b.started.Add(w.cfg.BatchAge)
-		} else if held {
-			deadline = lastFlush.Add(w.cfg.BatchAge)
-		}
-		pollCtx, cancel := context.WithDeadline(ctx, deadline)
-		fetches := cl.PollRecords(pollCtx, w.cfg.BatchEvents-b.records)
-		cancel()
-		if fetches.IsClientClosed() {
+		n, closed := c.poll(ctx)
+		if closed {
 			return nil
 		}
-		fetches.EachError(func(topic string, p int32, err error) {
-			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-				log.Warn("fetch error", "partition", p, "err", err)
-			}
-		})
-		if b.empty() {
-			b.started = time.Now()
-		}
-		now := w.cfg.Clock()
-		n := 0
-		fetches.EachRecord(func(r *kgo.Record) {
-			b.add(r, w.cfg.Sink, now, w.cfg.DLQTopic)
-			n++
-		})
-		w.stats.Consumed.Add(int64(n))
-		w.lag.polled(fetches)
-
 		stopping := ctx.Err() != nil
-		since := b.started
-		if b.empty() {
-			since = lastFlush
+		if err := c.maybeFlush(ioCtx, n, stopping); err != nil {
+			if errors.Is(err, ErrStartOver) {
+				return err
+			}
+			log.Warn("batch not flushed; its records stay uncommitted and will be consumed again", "records", c.b.records, "err", err)
+			return nil
 		}
-		pending := !b.empty() || held
-		due := b.records >= w.cfg.BatchEvents || (pending && !time.Now().Before(since.Add(w.cfg.BatchAge)))
-		// A poll that found nothing new means the worker has caught up: the
-		// hold's larger merges gain nothing then, so it ends at once (a
-		// drained backlog is committed, and a quiet stream's global view
-		// is current).
-		idle := n == 0 && b.empty()
-		if pending && (due || stopping || hurry.Load() || (held && idle)) {
-			if h, ok := w.cfg.Sink.(Holder); ok && (stopping || hurry.Load() || idle) {
-				h.Release()
-			}
-			var err error
-			if held, err = w.flush(ioCtx, cl, b, log); err != nil {
-				if errors.Is(err, ErrStartOver) {
-					return err
-				}
-				log.Warn("batch not flushed; its records stay uncommitted and will be consumed again", "records", b.records, "err", err)
-				return nil
-			}
-			summary.add(b.rejected)
-			next := newBatch()
-			if held {
-				next.last = b.last // later records of a partition replace its entry
-			}
-			b, lastFlush = next, time.Now()
-			if !held {
-				hurry.Store(false)
-			}
-		}
-		if b.empty() && !held {
+		if c.b.empty() && !c.held {
 			cl.AllowRebalance()
 		}
-		summary.maybeLog()
+		c.summary.maybeLog()
 		if stopping {
 			return nil
 		}
 	}
+}
+
+// newClient is the worker's consumer-group client. hurry is set when a
+// rebalance waits on the pending batch.
+func (w *Worker) newClient(hurry *atomic.Bool) (*kgo.Client, error) {
+	opts := append([]kgo.Opt{
+		kgo.ConsumerGroup(w.cfg.Group),
+		kgo.ConsumeTopics(w.cfg.Topic),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { hurry.Store(true) }),
+	}, w.lagHooks()...)
+	// Heartbeats must come well within the session timeout, and they are
+	// how the other members learn that a rebalance (a dead member's
+	// partitions to take over) waits for them: at most a second apart.
+	// ClientOpts come after, so that they can still override these.
+	opts = append(opts, kgo.SessionTimeout(w.cfg.SessionTimeout), kgo.HeartbeatInterval(min(w.cfg.SessionTimeout/3, time.Second)),
+		kgo.RebalanceTimeout(w.cfg.RebalanceTimeout))
+	opts = append(opts, w.cfg.ClientOpts...)
+	return kafka.NewClient(w.cfg.Kafka, opts...)
+}
+
+// consumer is the state of one run's poll-and-flush loop.
+type consumer struct {
+	w       *Worker
+	cl      *kgo.Client
+	log     *slog.Logger
+	hurry   *atomic.Bool
+	b       *batch
+	summary *rejectSummary
+	// held: the sink holds counts of batches already written (Written.Held),
+	// whose offsets b carries uncommitted; the worker then flushes every
+	// BatchAge from lastFlush even without new records, for the sink to
+	// write them when due.
+	held      bool
+	lastFlush time.Time
+}
+
+// poll adds to the batch what one poll brings, waiting at most until the
+// batch (or the hold) is due, and returns how many records it brought, or
+// closed when the client is closed.
+func (c *consumer) poll(ctx context.Context) (n int, closed bool) {
+	w, b := c.w, c.b
+	deadline := time.Now().Add(w.cfg.BatchAge)
+	if !b.empty() {
+		deadline = b.started.Add(w.cfg.BatchAge)
+	} else if c.held {
+		deadline = c.lastFlush.Add(w.cfg.BatchAge)
+	}
+	pollCtx, cancel := context.WithDeadline(ctx, deadline)
+	fetches := c.cl.PollRecords(pollCtx, w.cfg.BatchEvents-b.records)
+	cancel()
+	if fetches.IsClientClosed() {
+		return 0, true
+	}
+	fetches.EachError(func(topic string, p int32, err error) {
+		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			c.log.Warn("fetch error", "partition", p, "err", err)
+		}
+	})
+	if b.empty() {
+		b.started = time.Now()
+	}
+	now := w.cfg.Clock()
+	fetches.EachRecord(func(r *kgo.Record) {
+		b.add(r, w.cfg.Sink, now, w.cfg.DLQTopic)
+		n++
+	})
+	w.stats.Consumed.Add(int64(n))
+	w.lag.polled(fetches)
+	return n, false
+}
+
+// maybeFlush flushes the batch (and what the sink holds) when it is due,
+// when the worker stops, or when a rebalance waits for it; n is what the
+// last poll brought.
+func (c *consumer) maybeFlush(ctx context.Context, n int, stopping bool) error {
+	w, b := c.w, c.b
+	since := b.started
+	if b.empty() {
+		since = c.lastFlush
+	}
+	pending := !b.empty() || c.held
+	due := b.records >= w.cfg.BatchEvents || (pending && !time.Now().Before(since.Add(w.cfg.BatchAge)))
+	// A poll that found nothing new means the worker has caught up: the
+	// hold's larger merges gain nothing then, so it ends at once (a
+	// drained backlog is committed, and a quiet stream's global view is
+	// current).
+	idle := n == 0 && b.empty()
+	if !pending || !(due || stopping || c.hurry.Load() || (c.held && idle)) {
+		return nil
+	}
+	if h, ok := w.cfg.Sink.(Holder); ok && (stopping || c.hurry.Load() || idle) {
+		h.Release()
+	}
+	held, err := w.flush(ctx, c.cl, b, c.log)
+	if err != nil {
+		return err
+	}
+	c.summary.add(b.rejected)
+	next := newBatch()
+	if held {
+		next.last = b.last // later records of a partition replace its entry
+	}
+	c.b, c.held, c.lastFlush = next, held, time.Now()
+	if !held {
+		c.hurry.Store(false)
+	}
+	return nil
 }
 
 // flush makes the batch durable in order: dead letters, counts, the dead

@@ -92,15 +92,8 @@ func Produce(ctx context.Context, cl *kgo.Client, topic string, gen Source, opts
 	if cl == nil || gen == nil {
 		return Stats{}, errNilArg
 	}
-	switch {
-	case opts.Rate < 0 || math.IsNaN(opts.Rate) || math.IsInf(opts.Rate, 0):
-		return Stats{}, fmt.Errorf("loadgen.produce: rate must be finite and >= 0, got %v", opts.Rate)
-	case opts.Count < 0:
-		return Stats{}, fmt.Errorf("loadgen.produce: count must be >= 0, got %d", opts.Count)
-	case opts.Duration < 0:
-		return Stats{}, fmt.Errorf("loadgen.produce: duration must be >= 0, got %v", opts.Duration)
-	case opts.FlushTimeout < 0:
-		return Stats{}, fmt.Errorf("loadgen.produce: flush timeout must be >= 0, got %v", opts.FlushTimeout)
+	if err := opts.check(); err != nil {
+		return Stats{}, err
 	}
 	clock := opts.Clock
 	if clock == nil {
@@ -126,73 +119,9 @@ func Produce(ctx context.Context, cl *kgo.Client, topic string, gen Source, opts
 	}
 	defer context.AfterFunc(ctx, armDeadline)()
 
-	r := &run{progress: opts.Progress}
-	promise := r.promise
-	send := func(from, to time.Time, n int64) {
-		span := to.Sub(from)
-		for i := int64(0); i < n; i++ {
-			// Spread the events of one step evenly over its time span.
-			ts := to
-			if n > 1 && span > 0 {
-				ts = from.Add(time.Duration(float64(span) * float64(i+1) / float64(n)))
-			}
-			key, value := gen.Record(ts)
-			r.sent.Add(1)
-			if r.progress != nil {
-				r.progress.Sent.Add(1)
-			}
-			cl.Produce(recCtx, &kgo.Record{Topic: topic, Key: key, Value: value}, promise)
-			if i%batch == batch-1 && ctx.Err() != nil {
-				return
-			}
-		}
-	}
-	remaining := func(n int64) int64 {
-		if opts.Count > 0 {
-			n = min(n, opts.Count-r.sent.Load())
-		}
-		return max(n, 0)
-	}
-
+	r := &run{progress: opts.Progress, cl: cl, topic: topic, gen: gen, recCtx: recCtx}
 	start := clock()
-	if opts.Rate == 0 {
-		prev := start
-		for ctx.Err() == nil {
-			now := clock()
-			if opts.Duration > 0 && now.Sub(start) >= opts.Duration {
-				break
-			}
-			n := remaining(batch)
-			if n == 0 {
-				break
-			}
-			send(prev, now, n)
-			prev = now
-		}
-	} else {
-		ticker := time.NewTicker(tick)
-		defer ticker.Stop()
-		prev := start
-	loop:
-		for {
-			now := clock()
-			elapsed := now.Sub(start)
-			last := false
-			if opts.Duration > 0 && elapsed >= opts.Duration {
-				elapsed, now, last = opts.Duration, start.Add(opts.Duration), true
-			}
-			send(prev, now, remaining(due(opts.Rate, elapsed, r.sent.Load())))
-			prev = now
-			if last || (opts.Count > 0 && r.sent.Load() >= opts.Count) || ctx.Err() != nil {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				break loop
-			case <-ticker.C:
-			}
-		}
-	}
+	r.generate(ctx, clock, start, opts)
 
 	armDeadline()
 	flushErr := cl.Flush(recCtx)
@@ -218,13 +147,102 @@ func Produce(ctx context.Context, cl *kgo.Client, topic string, gen Source, opts
 	return st, nil
 }
 
-// run holds the counters of one Produce call; promise may run concurrently
-// with the producing goroutine.
+// run is one Produce call: where it sends, and its counters; promise may
+// run concurrently with the producing goroutine.
 type run struct {
+	cl     *kgo.Client
+	topic  string
+	gen    Source
+	recCtx context.Context // the records' (see Produce)
+
 	sent, acked, failed atomic.Int64
 	progress            *Progress
 	mu                  sync.Mutex
 	first               error
+}
+
+// check reports the first option out of range.
+func (opts ProduceOptions) check() error {
+	switch {
+	case opts.Rate < 0 || math.IsNaN(opts.Rate) || math.IsInf(opts.Rate, 0):
+		return fmt.Errorf("loadgen.produce: rate must be finite and >= 0, got %v", opts.Rate)
+	case opts.Count < 0:
+		return fmt.Errorf("loadgen.produce: count must be >= 0, got %d", opts.Count)
+	case opts.Duration < 0:
+		return fmt.Errorf("loadgen.produce: duration must be >= 0, got %v", opts.Duration)
+	case opts.FlushTimeout < 0:
+		return fmt.Errorf("loadgen.produce: flush timeout must be >= 0, got %v", opts.FlushTimeout)
+	}
+	return nil
+}
+
+// generate sends records from start until opts' count or duration is
+// reached or ctx ends: as fast as possible at rate 0, else at opts.Rate,
+// a tick's worth at a time.
+func (r *run) generate(ctx context.Context, clock func() time.Time, start time.Time, opts ProduceOptions) {
+	remaining := func(n int64) int64 {
+		if opts.Count > 0 {
+			n = min(n, opts.Count-r.sent.Load())
+		}
+		return max(n, 0)
+	}
+	prev := start
+	if opts.Rate == 0 {
+		for ctx.Err() == nil {
+			now := clock()
+			if opts.Duration > 0 && now.Sub(start) >= opts.Duration {
+				return
+			}
+			n := remaining(batch)
+			if n == 0 {
+				return
+			}
+			r.send(ctx, prev, now, n)
+			prev = now
+		}
+		return
+	}
+	ticker := time.NewTicker(tick)
+	defer ticker.Stop()
+	for {
+		now := clock()
+		elapsed := now.Sub(start)
+		last := false
+		if opts.Duration > 0 && elapsed >= opts.Duration {
+			elapsed, now, last = opts.Duration, start.Add(opts.Duration), true
+		}
+		r.send(ctx, prev, now, remaining(due(opts.Rate, elapsed, r.sent.Load())))
+		prev = now
+		if last || (opts.Count > 0 && r.sent.Load() >= opts.Count) || ctx.Err() != nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+// send produces n records, their timestamps spread evenly over the span
+// from..to, and stops early once ctx ends.
+func (r *run) send(ctx context.Context, from, to time.Time, n int64) {
+	span := to.Sub(from)
+	for i := int64(0); i < n; i++ {
+		ts := to
+		if n > 1 && span > 0 {
+			ts = from.Add(time.Duration(float64(span) * float64(i+1) / float64(n)))
+		}
+		key, value := r.gen.Record(ts)
+		r.sent.Add(1)
+		if r.progress != nil {
+			r.progress.Sent.Add(1)
+		}
+		r.cl.Produce(r.recCtx, &kgo.Record{Topic: r.topic, Key: key, Value: value}, r.promise)
+		if i%batch == batch-1 && ctx.Err() != nil {
+			return
+		}
+	}
 }
 
 func (r *run) promise(_ *kgo.Record, err error) {

@@ -455,15 +455,8 @@ func (s *Store) Apply(ctx context.Context, b *Batch) error {
 }
 
 func (s *Store) applyCalls(ctx context.Context, b *Batch) error {
-	failed, firstErr := par.Errors(len(b.calls), s.opts.ParallelCalls, func(i int) error {
-		if b.done[i] {
-			return nil
-		}
-		if err := b.calls[i].exec(ctx, s.c); err != nil {
-			return err
-		}
-		b.done[i] = true // each i is its own element: no lock needed
-		return nil
+	failed, firstErr := par.Pending(b.done, s.opts.ParallelCalls, func(i int) error {
+		return b.calls[i].exec(ctx, s.c)
 	})
 	if firstErr != nil {
 		return fmt.Errorf("store.apply: %d of %d calls failed: %w", failed, len(b.calls), firstErr)

@@ -38,3 +38,20 @@ func Errors(n, limit int, fn func(i int) error) (failed int, first error) {
 	})
 	return failed, first
 }
+
+// Pending is Errors over the calls not done yet: it runs fn(i) for every i
+// with done[i] false, and sets done[i] for those that succeed, so that a
+// caller that retries after an error sends only what failed. Each fn(i)
+// owns done[i], so no lock is needed.
+func Pending(done []bool, limit int, fn func(i int) error) (failed int, first error) {
+	return Errors(len(done), limit, func(i int) error {
+		if done[i] {
+			return nil
+		}
+		if err := fn(i); err != nil {
+			return err
+		}
+		done[i] = true
+		return nil
+	})
+}

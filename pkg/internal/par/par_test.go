@@ -53,3 +53,28 @@ func TestErrors(t *testing.T) {
 }
 
 var errBoom = errors.New("boom")
+
+// TestPendingRetriesOnlyWhatFailed: a second pass runs only the calls that
+// failed in the first.
+func TestPendingRetriesOnlyWhatFailed(t *testing.T) {
+	done := make([]bool, 6)
+	var runs [6]atomic.Int32
+	failed, err := Pending(done, 2, func(i int) error {
+		runs[i].Add(1)
+		if i%3 == 0 {
+			return fmt.Errorf("call %d", i)
+		}
+		return nil
+	})
+	if failed != 2 || err == nil {
+		t.Fatalf("first pass: %d failed, err %v; want 2 and an error", failed, err)
+	}
+	if failed, err := Pending(done, 2, func(i int) error { runs[i].Add(1); return nil }); failed != 0 || err != nil {
+		t.Fatalf("second pass: %d failed, err %v", failed, err)
+	}
+	for i := range runs {
+		if want := map[bool]int32{true: 2, false: 1}[i%3 == 0]; runs[i].Load() != want || !done[i] {
+			t.Errorf("call %d ran %d times (done %v), want %d", i, runs[i].Load(), done[i], want)
+		}
+	}
+}
