@@ -89,12 +89,7 @@ while k <= #KEYS do
       a, e = events_of(a + 2, tonumber(ARGV[a + 1]))
       events = events + e
     end
-    if verdict == 'skip' then
-      skipped = skipped + events
-    else
-      overlaps[#overlaps + 1] = group
-      overlaps[#overlaps + 1] = verdict
-    end
+    skipped = skipped + not_applied(verdict, events, overlaps, { group })
   else
     local marks = redis.call('HMGET', roll, 'h', 'f', 'l')
     local rolled, fh, lh = tonumber(marks[1]), tonumber(marks[2]), tonumber(marks[3])

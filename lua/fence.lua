@@ -52,6 +52,21 @@ local function judge(f, first, last, fmax, fc)
   return -1
 end
 
+-- not_applied records a group (or part) judge did not let apply: it returns
+-- its events when it is skipped (already applied), and 0 when it
+-- straddled, after adding to overlaps the entry that names it: the values
+-- of names (its number in the call, and its part's), then the fence.
+local function not_applied(verdict, events, overlaps, names)
+  if verdict == 'skip' then
+    return events
+  end
+  for _, v in ipairs(names) do
+    overlaps[#overlaps + 1] = v
+  end
+  overlaps[#overlaps + 1] = verdict
+  return 0
+end
+
 -- fenced_reply is the reply of a fenced script: its counters (an array),
 -- then overlaps, the entries naming each group that straddled its fence.
 local function fenced_reply(counters, overlaps)

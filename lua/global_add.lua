@@ -145,12 +145,7 @@ while k <= #KEYS do
   if verdict ~= 'apply' then
     local events
     a, events = skip_group(a, b)
-    if verdict == 'skip' then
-      skipped = skipped + events
-    else
-      overlaps[#overlaps + 1] = group
-      overlaps[#overlaps + 1] = verdict
-    end
+    skipped = skipped + not_applied(verdict, events, overlaps, { group })
   else
     local latest = 0
     for i = 0, b - 1 do

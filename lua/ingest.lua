@@ -175,12 +175,8 @@ while k <= #KEYS do
     end
     if verdict == 'apply' then
       apply[#apply + 1] = part
-    elseif verdict == 'skip' then
-      skipped = skipped + part.events
     else
-      overlaps[#overlaps + 1] = group
-      overlaps[#overlaps + 1] = j
-      overlaps[#overlaps + 1] = verdict
+      skipped = skipped + not_applied(verdict, part.events, overlaps, { group, j })
     end
   end
   if #apply > 0 then

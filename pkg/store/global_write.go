@@ -108,9 +108,10 @@ func (gc *globalCall) exec(ctx context.Context, c rueidis.Client) error {
 }
 
 // globalCalls packs one shard's groups (its counts from one source each)
-// into global_add.lua calls. Like a workspace's, a group is never split
-// over calls, since its fence moves once; a new call starts once the
-// current one holds MaxPairsPerCall pairs.
+// into global_add.lua calls. Unlike a workspace's, a group is never split
+// over calls: its fence moves once, and its minutes' Space-Saving merges
+// take their items at once; a new call starts once the current one holds
+// MaxPairsPerCall pairs.
 type globalCalls struct {
 	s     *Store
 	shard int

@@ -71,13 +71,7 @@ func (s *Store) Rollup(ctx context.Context, workspaces []string, closed int64) (
 	for len(workspaces) > 0 {
 		var more []string
 		err := s.perWorkspaceCalls(workspaces, rollupGroupsPerCall, func(part []string) error {
-			ks := make([]string, 0, 2*len(part))
-			callArgs := append(make([]string, 0, len(args)+len(part)), args...)
-			for _, ws := range part {
-				wk := s.keys.Workspace(ws)
-				ks = append(ks, wk.Roll(), wk.Fold())
-				callArgs = append(callArgs, wk.Base())
-			}
+			ks, callArgs := s.groups(part, args, func(wk keys.Workspace) []string { return []string{wk.Roll(), wk.Fold()} })
 			reply, err := lua.Rollup.Exec(ctx, s.c, ks, callArgs).AsIntSlice()
 			if err != nil {
 				return err
@@ -129,19 +123,10 @@ func (s *Store) RefreshSums(ctx context.Context, workspaces []string, now time.T
 	if len(wins) == 0 {
 		return nil
 	}
-	args := []string{strconv.FormatInt(now.UnixMilli(), 10), strconv.FormatInt(window.Minute(now), 10),
-		strconv.Itoa(s.opts.Rollup.Keep), seconds(LongTTL), strconv.Itoa(len(wins))}
-	for _, w := range wins {
-		args = append(args, w.Name, strconv.FormatInt(w.Hours, 10))
-	}
+	args := windowArgs(wins, strconv.FormatInt(now.UnixMilli(), 10), strconv.FormatInt(window.Minute(now), 10),
+		strconv.Itoa(s.opts.Rollup.Keep), seconds(LongTTL))
 	err := s.perWorkspaceCalls(workspaces, windowsGroupsPerCall, func(part []string) error {
-		ks := make([]string, 0, 2*len(part))
-		callArgs := append(make([]string, 0, len(args)+len(part)), args...)
-		for _, ws := range part {
-			wk := s.keys.Workspace(ws)
-			ks = append(ks, wk.Roll(), wk.Fold())
-			callArgs = append(callArgs, wk.Base())
-		}
+		ks, callArgs := s.groups(part, args, func(wk keys.Workspace) []string { return []string{wk.Roll(), wk.Fold()} })
 		return lua.Windows.Exec(ctx, s.c, ks, callArgs).Error()
 	})
 	if err != nil {
@@ -169,19 +154,12 @@ func (s *Store) RefreshFresh(ctx context.Context, workspaces []string, now time.
 	if len(wins) == 0 {
 		return nil
 	}
-	args := []string{strconv.FormatInt(now.UnixMilli(), 10), strconv.FormatInt(window.Minute(now), 10),
-		strconv.Itoa(k), strconv.Itoa(freshCandidates * k), seconds(LongTTL), strconv.Itoa(len(wins))}
-	for _, w := range wins {
-		args = append(args, w.Name, strconv.FormatInt(w.Hours, 10))
-	}
+	args := windowArgs(wins, strconv.FormatInt(now.UnixMilli(), 10), strconv.FormatInt(window.Minute(now), 10),
+		strconv.Itoa(k), strconv.Itoa(freshCandidates*k), seconds(LongTTL))
 	err := s.perWorkspaceCalls(workspaces, freshGroupsPerCall, func(part []string) error {
-		ks := make([]string, 0, 3*len(part))
-		callArgs := append(make([]string, 0, len(args)+len(part)), args...)
-		for _, ws := range part {
-			wk := s.keys.Workspace(ws)
-			ks = append(ks, wk.Roll(), wk.Fold(), wk.Top(keys.Window1h))
-			callArgs = append(callArgs, wk.Base())
-		}
+		ks, callArgs := s.groups(part, args, func(wk keys.Workspace) []string {
+			return []string{wk.Roll(), wk.Fold(), wk.Top(keys.Window1h)}
+		})
 		return lua.Fresh.Exec(ctx, s.c, ks, callArgs).Error()
 	})
 	if err != nil {
@@ -200,6 +178,29 @@ const LongTTL = 24 * time.Hour
 // which for the busiest workspace of workload A has 10,000 members (tens
 // of ms for the four windows); calls run 16 at a time all the same.
 const windowsGroupsPerCall = 1
+
+// windowArgs is head, then the number of windows and each one's name and
+// hours: the arguments windows.lua and fresh.lua start with.
+func windowArgs(wins []window.Long, head ...string) []string {
+	args := append(head, strconv.Itoa(len(wins)))
+	for _, w := range wins {
+		args = append(args, w.Name, strconv.FormatInt(w.Hours, 10))
+	}
+	return args
+}
+
+// groups returns the keys of a call over the workspaces of part (keysOf
+// each, in order) and args followed by each one's key base, as rollup.lua,
+// windows.lua and fresh.lua take them.
+func (s *Store) groups(part, args []string, keysOf func(keys.Workspace) []string) (ks, callArgs []string) {
+	callArgs = append(make([]string, 0, len(args)+len(part)), args...)
+	for _, ws := range part {
+		wk := s.keys.Workspace(ws)
+		ks = append(ks, keysOf(wk)...)
+		callArgs = append(callArgs, wk.Base())
+	}
+	return ks, callArgs
+}
 
 // perWorkspaceCalls runs fn over the workspaces in parts of per (one on a
 // cluster: one slot per call), in parallel, and returns the first error
