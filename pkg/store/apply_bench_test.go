@@ -1,0 +1,126 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/topk-dev/topk/pkg/internal/testenv"
+	"github.com/topk-dev/topk/pkg/keys"
+	"github.com/topk-dev/topk/pkg/loadgen"
+	"github.com/topk-dev/topk/pkg/store"
+	"github.com/topk-dev/topk/pkg/window"
+)
+
+// BenchmarkApplyRedisCPU measures the Redis side of the write path alone:
+// each iteration applies one flush of 200,000 workload-A events (1 s at
+// 200,000 events/s, its workspaces spread over 8 fenced partitions as the
+// records' keys spread them) with ingest.lua, into one minute that grows
+// as the flushes add up, as under live traffic. It reports the Redis
+// server's CPU (INFO's used_cpu_sys + used_cpu_user) and commands per
+// event: unlike the end-to-end pipeline benchmark, nothing else shares
+// what is measured, so two versions of the scripts compare within a few
+// percent on a noisy machine.
+// TOPK_BENCH_REDIS_ARGS passes arguments to the redis-server it starts
+// (e.g. "--hash-max-listpack-entries 128").
+// Run: go test -run '^$' -bench ApplyRedisCPU -benchtime 20x ./pkg/store/
+func BenchmarkApplyRedisCPU(b *testing.B) {
+	const events, partitions = 200_000, 8
+	gen, err := loadgen.New(loadgen.DefaultConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := testenv.Redis(b, strings.Fields(os.Getenv("TOPK_BENCH_REDIS_ARGS"))...)
+	c := testenv.Client(b, r.Addr())
+	st := store.New(c, keys.New(""), window.Hour, store.Options{})
+	ctx := context.Background()
+	m := window.Minute(time.Now())
+	offset := make([]int64, partitions)
+	flush := func() []store.Part {
+		parts := make([]store.Part, partitions)
+		for i := range parts {
+			parts[i] = store.Part{Source: store.Source{Name: fmt.Sprintf("t/%d", i), First: offset[i]}, Counts: store.Counts{}}
+		}
+		for range events {
+			ev := gen.Next(time.Now())
+			h := fnv.New32a()
+			h.Write([]byte(ev.WorkspaceID))
+			p := h.Sum32() % partitions
+			parts[p].Counts.Add(ev.WorkspaceID, m, ev.ChannelID, 1)
+			parts[p].Source.Last = offset[p]
+			offset[p]++
+		}
+		return parts
+	}
+	// TOPK_BENCH_PREFILL flushes are applied first, untimed: a longer-lived
+	// hour has larger running sums.
+	prefill, _ := strconv.Atoi(os.Getenv("TOPK_BENCH_PREFILL"))
+	for range prefill {
+		if err := st.Apply(ctx, st.PrepareWorkspaceParts(flush())); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	var cpu, cmds float64
+	for range b.N {
+		b.StopTimer()
+		batch := st.PrepareWorkspaceParts(flush())
+		cpu0, cmds0 := redisCPU(b, c)
+		b.StartTimer()
+		if err := st.Apply(ctx, batch); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		cpu1, cmds1 := redisCPU(b, c)
+		cpu, cmds = cpu+cpu1-cpu0, cmds+cmds1-cmds0
+		b.StartTimer()
+	}
+	b.ReportMetric(cpu*1e6/float64(b.N*events), "redis-µs/event")
+	b.ReportMetric(cmds/float64(b.N*events), "commands/event")
+	b.ReportMetric(redisInfo(b, c, "used_memory")/(1<<20), "MiB-used")
+}
+
+// redisInfo returns one numeric field of INFO.
+func redisInfo(b *testing.B, c rueidis.Client, field string) float64 {
+	info, err := c.Do(context.Background(), c.B().Info().Build()).ToString()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	b.Fatalf("INFO has no %s", field)
+	return 0
+}
+
+// redisCPU returns the server's CPU seconds so far and the commands it has
+// run (inside scripts included, from commandstats).
+func redisCPU(b *testing.B, c rueidis.Client) (cpu, cmds float64) {
+	info, err := c.Do(context.Background(), c.B().Info().Section("all").Build()).ToString()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		k, v, _ := strings.Cut(line, ":")
+		switch {
+		case k == "used_cpu_sys" || k == "used_cpu_user":
+			f, _ := strconv.ParseFloat(v, 64)
+			cpu += f
+		case strings.HasPrefix(k, "cmdstat_") && k != "cmdstat_info":
+			calls, _, _ := strings.Cut(strings.TrimPrefix(v, "calls="), ",")
+			n, _ := strconv.ParseFloat(calls, 64)
+			cmds += n
+		}
+	}
+	return cpu, cmds
+}
