@@ -78,21 +78,29 @@
 
 -- #include fence.lua
 
--- scan_part reads the part that starts at a (after its chunk) over b
--- buckets: it returns the ARGV index after it, the index of each bucket's
--- n, and the sum of its increments.
+-- scan_part finds the part that starts at a (after its chunk) over b
+-- buckets: it returns the ARGV index after it and the index of each
+-- bucket's n, skipping the pairs without reading them.
 local function scan_part(a, b)
-  local events, at = 0, {}
+  local at = {}
   for i = 1, b do
-    local n = tonumber(ARGV[a])
     at[i] = a
-    a = a + 1
-    for _ = 1, n do
-      events = events + tonumber(ARGV[a + 1])
-      a = a + 2
+    a = a + 1 + 2 * tonumber(ARGV[a])
+  end
+  return a, at
+end
+
+-- events_of returns the sum of the increments of a part (its at, over b
+-- buckets): the events of a part that is skipped.
+local function events_of(at, b)
+  local events = 0
+  for i = 1, b do
+    local n = tonumber(ARGV[at[i]])
+    for q = at[i] + 2, at[i] + 2 * n, 2 do
+      events = events + tonumber(ARGV[q])
     end
   end
-  return a, at, events
+  return events
 end
 
 -- add_late adds a late count to the rollups its minute was folded into.
@@ -151,8 +159,8 @@ while k <= #KEYS do
   local parts, fields = {}, { source, source .. '#max' }
   for j = 1, tonumber(ARGV[a]) do
     local chunk = ARGV[a + 1]
-    local next_a, at, events = scan_part(a + 2, b)
-    parts[j] = { chunk = chunk, at = at, events = events }
+    local next_a, at = scan_part(a + 2, b)
+    parts[j] = { chunk = chunk, at = at }
     if chunk ~= '' then
       fields[#fields + 1] = source .. '#' .. chunk
     end
@@ -176,7 +184,7 @@ while k <= #KEYS do
     if verdict == 'apply' then
       apply[#apply + 1] = part
     else
-      skipped = skipped + not_applied(verdict, part.events, overlaps, { group, j })
+      skipped = skipped + not_applied(verdict, verdict == 'skip' and events_of(part.at, b) or 0, overlaps, { group, j })
     end
   end
   if #apply > 0 then

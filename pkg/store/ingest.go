@@ -7,8 +7,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"maps"
-	"slices"
 	"strconv"
 
 	"github.com/redis/rueidis"
@@ -346,12 +344,23 @@ func (ic *ingestCalls) chunked(ref groupRef, src Source, byMinute map[int64]map[
 // add adds one group to the current call, or to a new one when it would
 // take the current call past max pairs.
 func (ic *ingestCalls) add(g ingestGroup) {
+	// The group's minutes, in any order the keys and the parts share.
 	n := 0
-	minutes := map[int64]bool{}
+	var order []int64
+	var seen map[int64]bool // only for several chunks, whose minutes overlap
+	if len(g.chunks) > 1 {
+		seen = map[int64]bool{}
+	}
 	for _, c := range g.chunks {
 		n += c.pairs
 		for m := range c.counts {
-			minutes[m] = true
+			if seen != nil {
+				if seen[m] {
+					continue
+				}
+				seen[m] = true
+			}
+			order = append(order, m)
 		}
 	}
 	if ic.cur == nil || ic.one || (ic.pairs > 0 && ic.pairs+n > ic.max) {
@@ -364,8 +373,7 @@ func (ic *ingestCalls) add(g ingestGroup) {
 	wk := ic.keys.Workspace(g.ref.ws)
 	c.keys = append(c.keys, wk.Win(keys.Window1h), wk.WinThrough(keys.Window1h), wk.WinMinutes(keys.Window1h), wk.Fence(),
 		wk.Roll(), wk.Fold(), wk.WinCand(keys.Window1h), wk.WinFloor(keys.Window1h))
-	c.args = append(c.args, wk.Base(), g.src.Name, strconv.FormatInt(g.src.First, 10), strconv.FormatInt(g.src.Last, 10), strconv.Itoa(len(minutes)))
-	order := slices.Sorted(maps.Keys(minutes))
+	c.args = append(c.args, wk.Base(), g.src.Name, strconv.FormatInt(g.src.First, 10), strconv.FormatInt(g.src.Last, 10), strconv.Itoa(len(order)))
 	for _, m := range order {
 		c.keys = append(c.keys, wk.Bucket(m))
 		c.args = append(c.args, strconv.FormatInt(m, 10), strconv.FormatInt(ic.win.ExpireAt(m), 10))
