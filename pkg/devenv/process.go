@@ -74,9 +74,10 @@ func (p *process) waitReady(ctx context.Context, timeout, tick time.Duration, pr
 	defer cancel()
 	probeCtx, cancelProbe := context.WithCancel(ctx)
 	defer cancelProbe()
+	done := p.done // this run's: the goroutine may outlive the call, and a restart replaces p.done
 	go func() {
 		select {
-		case <-p.done:
+		case <-done:
 			cancelProbe()
 		case <-probeCtx.Done():
 		}
@@ -93,12 +94,12 @@ func (p *process) waitReady(ctx context.Context, timeout, tick time.Duration, pr
 			last = err
 		}
 		select {
-		case <-p.done: // checked first: select picks randomly among ready cases
+		case <-done: // checked first: select picks randomly among ready cases
 			return errExited
 		default:
 		}
 		select {
-		case <-p.done:
+		case <-done:
 			return errExited
 		case <-ctx.Done():
 			if last != nil {
