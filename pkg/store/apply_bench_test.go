@@ -29,7 +29,8 @@ import (
 // what is measured, so two versions of the scripts compare within a few
 // percent on a noisy machine.
 // TOPK_BENCH_REDIS_ARGS passes arguments to the redis-server it starts
-// (e.g. "--hash-max-listpack-entries 128").
+// (e.g. "--hash-max-listpack-entries 128"), TOPK_BENCH_MAX_PAIRS sets
+// MaxPairsPerCall (a huge value: no group is chunked).
 // Run: go test -run '^$' -bench ApplyRedisCPU -benchtime 20x ./pkg/store/
 func BenchmarkApplyRedisCPU(b *testing.B) {
 	const events, partitions = 200_000, 8
@@ -39,7 +40,8 @@ func BenchmarkApplyRedisCPU(b *testing.B) {
 	}
 	r := testenv.Redis(b, strings.Fields(os.Getenv("TOPK_BENCH_REDIS_ARGS"))...)
 	c := testenv.Client(b, r.Addr())
-	st := store.New(c, keys.New(""), window.Hour, store.Options{})
+	maxPairs, _ := strconv.Atoi(os.Getenv("TOPK_BENCH_MAX_PAIRS")) // 0: the default
+	st := store.New(c, keys.New(""), window.Hour, store.Options{MaxPairsPerCall: maxPairs})
 	ctx := context.Background()
 	m := window.Minute(time.Now())
 	offset := make([]int64, partitions)
