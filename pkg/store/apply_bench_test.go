@@ -86,34 +86,14 @@ func BenchmarkApplyRedisCPU(b *testing.B) {
 	}
 	b.ReportMetric(cpu*1e6/float64(b.N*events), "redis-µs/event")
 	b.ReportMetric(cmds/float64(b.N*events), "commands/event")
-	b.ReportMetric(redisInfo(b, c, "used_memory")/(1<<20), "MiB-used")
-}
-
-// redisInfo returns one numeric field of INFO.
-func redisInfo(b *testing.B, c rueidis.Client, field string) float64 {
-	info, err := c.Do(context.Background(), c.B().Info().Build()).ToString()
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, line := range strings.Split(info, "\r\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			f, _ := strconv.ParseFloat(v, 64)
-			return f
-		}
-	}
-	b.Fatalf("INFO has no %s", field)
-	return 0
+	used, _ := strconv.ParseFloat(redisInfo(b, c)["used_memory"], 64)
+	b.ReportMetric(used/(1<<20), "MiB-used")
 }
 
 // redisCPU returns the server's CPU seconds so far and the commands it has
 // run (inside scripts included, from commandstats).
 func redisCPU(b *testing.B, c rueidis.Client) (cpu, cmds float64) {
-	info, err := c.Do(context.Background(), c.B().Info().Section("all").Build()).ToString()
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, line := range strings.Split(info, "\r\n") {
-		k, v, _ := strings.Cut(line, ":")
+	for k, v := range redisInfo(b, c) {
 		switch {
 		case k == "used_cpu_sys" || k == "used_cpu_user":
 			f, _ := strconv.ParseFloat(v, 64)
@@ -125,4 +105,19 @@ func redisCPU(b *testing.B, c rueidis.Client) (cpu, cmds float64) {
 		}
 	}
 	return cpu, cmds
+}
+
+// redisInfo returns every field of INFO ALL.
+func redisInfo(b *testing.B, c rueidis.Client) map[string]string {
+	info, err := c.Do(context.Background(), c.B().Info().Section("all").Build()).ToString()
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, line := range strings.Split(info, "\r\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			out[k] = v
+		}
+	}
+	return out
 }
