@@ -51,6 +51,7 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"activity", "list", "--postgres", "postgres://127.0.0.1:1/x", "--user", "u", "--limit", "0"}, 2, "--limit must be from 1 to 1000, got 0"},
 		{[]string{"activity", "delete", "--redis", unreachable, "--postgres", "postgres://127.0.0.1:1/x", "--user", "a\tb"}, 2, "no user can have this --user: user_id \"a\\tb\" has control character U+0009"},
 		{[]string{"get", "--redis", unreachable}, 2, "give either --workspace W or --global"},
+		{[]string{"ingest", "--redis", unreachable, "--brokers", unreachable, "--max-pairs-per-call", "0"}, 2, "--max-pairs-per-call must be at least 1, got 0"},
 		{[]string{"get", "--redis", unreachable, "-w", "x", "--window", "2h"}, 2, `unknown --window "2h"`},
 		{[]string{"get", "--config", "/nonexistent/topk.yaml", "-w", "x"}, 2, "cannot read the --config file"},
 		// Failures: the backend is unreachable.

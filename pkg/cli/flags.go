@@ -115,6 +115,12 @@ func uniqueUsers(c *cli.Context, st *store.Store) *uniq.Store {
 	return st.Users(uniq.Options{Workspaces: SplitList(v)})
 }
 
+// maxPairsFlag bounds the pairs of the channel workers' script calls.
+func maxPairsFlag() cli.Flag {
+	return altsrc.NewIntFlag(&cli.IntFlag{Name: "max-pairs-per-call", EnvVars: []string{"TOPK_MAX_PAIRS_PER_CALL"}, Value: store.DefaultMaxPairsPerCall,
+		Usage: "at most this many (channel, count) pairs per Redis script call: a workspace's larger batch goes in several calls, fenced per channel chunk; lower bounds the longest call (Redis's other clients wait for it) at some Redis CPU per event"})
+}
+
 // globalAgeFlag is how long the channel workers hold the global view's
 // counts over batches.
 func globalAgeFlag() cli.Flag {
@@ -282,6 +288,10 @@ func openStore(c *cli.Context) (*store.Store, func(), error) {
 	if err := keys.ValidatePrefix(c.String("prefix")); err != nil {
 		return nil, nil, cli.Exit(err.Error(), ExitUsage)
 	}
+	// Commands without the flag read 0: the store's default.
+	if n := c.Int("max-pairs-per-call"); n < 0 || (n == 0 && c.IsSet("max-pairs-per-call")) {
+		return nil, nil, cli.Exit(fmt.Sprintf("--max-pairs-per-call must be at least 1, got %d", n), ExitUsage)
+	}
 	client, err := connectRedis(c, c.String("redis"))
 	if err != nil {
 		return nil, nil, err
@@ -296,7 +306,7 @@ func openStore(c *cli.Context) (*store.Store, func(), error) {
 		client.Close()
 		return nil, nil, err
 	}
-	st := store.New(client, keys.New(c.String("prefix")), win, store.Options{Global: global, Rollup: rollup})
+	st := store.New(client, keys.New(c.String("prefix")), win, store.Options{Global: global, Rollup: rollup, MaxPairsPerCall: c.Int("max-pairs-per-call")})
 	unwatch := metrics.AddRedis(st) // topk_redis_up
 	return st, func() { unwatch(); client.Close() }, nil
 }

@@ -17,7 +17,7 @@ import (
 func ingestCommand(env *Env) *cli.Command {
 	flags := []cli.Flag{brokersFlag(DefaultBrokers), topicFlag(), redisFlag(DefaultRedis), prefixFlag()}
 	flags = append(flags, ingestFlags(DefaultGroup, "")...)
-	flags = append(flags, userCapFlag(), globalAgeFlag(), uniqueUsersFlag(""))
+	flags = append(flags, userCapFlag(), globalAgeFlag(), maxPairsFlag(), uniqueUsersFlag(""))
 	flags = append(flags, guardFlags()...)
 	flags = append(flags, deploymentFlags()...)
 	flags = append(flags, LogFlags("info")...)

@@ -28,7 +28,7 @@ func runCommand(env *Env) *cli.Command {
 	flags = append(flags, ingestFlags(DefaultGroup, "")...)
 	// The demo counts every workspace's distinct users, so that the page
 	// and topk get --by users have them; a deployment names its own.
-	flags = append(flags, userCapFlag(), globalAgeFlag(), uniqueUsersFlag("*"))
+	flags = append(flags, userCapFlag(), globalAgeFlag(), maxPairsFlag(), uniqueUsersFlag("*"))
 	flags = append(flags, guardFlags()...)
 	flags = append(flags, scheduleFlags()...)
 	flags = append(flags, deploymentFlags()...)
