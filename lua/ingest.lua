@@ -157,29 +157,25 @@ while k <= #KEYS do
   a = bucket_args + 2 * b
   -- Read every part, and judge each against its fence (one HMGET).
   local parts, fields = {}, { source, source .. '#max' }
-  for j = 1, tonumber(ARGV[a]) do
-    local chunk = ARGV[a + 1]
-    local next_a, at = scan_part(a + 2, b)
+  local p = tonumber(ARGV[a])
+  a = a + 1
+  for j = 1, p do
+    local chunk, at = ARGV[a], nil
+    a, at = scan_part(a + 1, b)
     parts[j] = { chunk = chunk, at = at }
     if chunk ~= '' then
       fields[#fields + 1] = source .. '#' .. chunk
+      parts[j].field = #fields -- its fence field in the HMGET's reply
     end
-    a = next_a - 1
   end
-  a = a + 1
   local fenced = source ~= '' and redis.call('HMGET', fence, unpack(fields)) or {}
-  local apply, fc = {}, 2
+  local apply = {}
   for j, part in ipairs(parts) do
     local verdict = 'apply'
-    if part.chunk ~= '' then
-      fc = fc + 1
-    end
-    if source ~= '' then
-      if part.chunk == '' then
-        verdict = judge(fenced[1], first, last, fenced[2])
-      else
-        verdict = judge(fenced[1], first, last, nil, fenced[fc])
-      end
+    if source ~= '' and part.field then
+      verdict = judge(fenced[1], first, last, nil, fenced[part.field])
+    elseif source ~= '' then
+      verdict = judge(fenced[1], first, last, fenced[2])
     end
     if verdict == 'apply' then
       apply[#apply + 1] = part

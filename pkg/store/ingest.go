@@ -305,10 +305,13 @@ func (ic *ingestCalls) group(ref groupRef, src Source, byMinute map[int64]map[st
 	ic.chunked(ref, src, byMinute)
 }
 
-// chunked adds the counts of one workspace from one source in chunks,
-// packed into calls of at most max pairs.
-func (ic *ingestCalls) chunked(ref groupRef, src Source, byMinute map[int64]map[string]int64) {
+// splitChunks splits byMinute's counts by their channels' chunk; chunk i
+// is at index i (empty: pairs 0).
+func splitChunks(byMinute map[int64]map[string]int64) *[fenceChunks]chunkCounts {
 	var chunks [fenceChunks]chunkCounts
+	for i := range chunks {
+		chunks[i].chunk = i
+	}
 	for m, byChannel := range byMinute {
 		for ch, n := range byChannel {
 			c := &chunks[fenceChunk(ch)]
@@ -322,6 +325,13 @@ func (ic *ingestCalls) chunked(ref groupRef, src Source, byMinute map[int64]map[
 			c.pairs++
 		}
 	}
+	return &chunks
+}
+
+// chunked adds the counts of one workspace from one source in chunks,
+// packed into calls of at most max pairs.
+func (ic *ingestCalls) chunked(ref groupRef, src Source, byMinute map[int64]map[string]int64) {
+	chunks := splitChunks(byMinute)
 	g := ingestGroup{ref: ref, src: src}
 	pairs := 0
 	for i := range chunks {
@@ -332,7 +342,6 @@ func (ic *ingestCalls) chunked(ref groupRef, src Source, byMinute map[int64]map[
 			ic.add(g)
 			g, pairs = ingestGroup{ref: ref, src: src}, 0
 		}
-		chunks[i].chunk = i
 		g.chunks = append(g.chunks, chunks[i])
 		pairs += chunks[i].pairs
 	}
@@ -394,23 +403,6 @@ func (ic *ingestCalls) add(g ingestGroup) {
 		}
 	}
 	ic.pairs += n
-}
-
-// onlyChunk returns the counts of byMinute's channels in chunk.
-func onlyChunk(byMinute map[int64]map[string]int64, chunk int) map[int64]map[string]int64 {
-	out := map[int64]map[string]int64{}
-	for m, byChannel := range byMinute {
-		for ch, n := range byChannel {
-			if fenceChunk(ch) != chunk {
-				continue
-			}
-			if out[m] == nil {
-				out[m] = map[string]int64{}
-			}
-			out[m][ch] = n
-		}
-	}
-	return out
 }
 
 // Apply sends what of b Redis has not acknowledged yet, in three steps:
@@ -564,12 +556,8 @@ func (ic *ingestCalls) again(o overlap, counted func(part int, fence int64) (Cou
 		ic.group(g.ref, src, c[g.ref.ws])
 		return nil
 	}
-	if counts := onlyChunk(c[g.ref.ws], o.part.chunk); len(counts) > 0 { // none left: nothing to do
-		n := 0
-		for _, byChannel := range counts {
-			n += len(byChannel)
-		}
-		ic.add(ingestGroup{ref: g.ref, src: src, chunks: []chunkCounts{{chunk: o.part.chunk, counts: counts, pairs: n}}})
+	if part := splitChunks(c[g.ref.ws])[o.part.chunk]; part.pairs > 0 { // none left: nothing to do
+		ic.add(ingestGroup{ref: g.ref, src: src, chunks: []chunkCounts{part}})
 	}
 	return nil
 }
