@@ -202,8 +202,10 @@ found() {
 	if [ "$mode" = test ]; then
 		local b
 		b=$(browser)
-		printf ', %s' "$(c_compiler)"
-		printf ' %s' "$(version_of "$(c_compiler)")"
+		local cc
+		cc=$(c_compiler)
+		# CC may carry flags ("gcc -m64"): the version is the command's.
+		printf ', %s %s' "$cc" "$(version_of "${cc%% *}")"
 		printf ', redis-sentinel %s' "$(version_of redis-sentinel)"
 		printf ', %s' "${b:-no browser}"
 		if [ -n "$b" ]; then
