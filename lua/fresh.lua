@@ -99,14 +99,32 @@ local function top_of(key, n, ties)
   return top, tonumber(after[2])
 end
 
--- cache writes one window's top k of the scored candidates and returns the
--- number of entries written and the entries, as {member, lo}. cand: member
--- -> {count, lo, hi}; rest is the highest possible count of every member
--- not a candidate.
-local function cache(base, name, cand, rest, first_ms)
-  local list = {}
+-- top_k returns the k highest of the scored candidates in ranking order,
+-- as {member, e}; the highest possible count of every member left out (at
+-- least rest, that of every member not a candidate); and the count of the
+-- next member in the ranking (0: none). cand: member -> {count, lo, hi}.
+-- A window weighs up to a few thousand candidates, so only the top k are
+-- sorted with a Lua comparator: a plain sort of the counts (compared in C)
+-- finds the k-th count, the members above it are sorted by rank and those
+-- at it by member alone.
+local function top_k(cand, rest)
+  local counts = {}
+  for _, e in pairs(cand) do
+    counts[#counts + 1] = e.count
+  end
+  local n = #counts
+  if n == 0 then
+    return {}, rest, 0
+  end
+  table.sort(counts)
+  local kth = counts[math.max(n - k + 1, 1)]
+  local list, tied = {}, {}
   for member, e in pairs(cand) do
-    list[#list + 1] = { member, e }
+    if e.count > kth then
+      list[#list + 1] = { member, e }
+    elseif e.count == kth then
+      tied[#tied + 1] = member
+    end
   end
   table.sort(list, function(a, b)
     if a[2].count ~= b[2].count then
@@ -114,13 +132,35 @@ local function cache(base, name, cand, rest, first_ms)
     end
     return a[1] > b[1]
   end)
+  table.sort(tied)
+  for j = #tied, 1, -1 do
+    if #list == k then
+      break
+    end
+    list[#list + 1] = { tied[j], cand[tied[j]] }
+  end
   local out_hi, next = rest, 0
-  if #list > k then
-    next = list[k + 1][2].count
-    for j = k + 1, #list do
-      out_hi = math.max(out_hi, list[j][2].hi)
+  if n > k then
+    next = counts[n - k]
+    local ranked = {}
+    for _, e in ipairs(list) do
+      ranked[e[1]] = true
+    end
+    for member, e in pairs(cand) do
+      if not ranked[member] then
+        out_hi = math.max(out_hi, e.hi)
+      end
     end
   end
+  return list, out_hi, next
+end
+
+-- cache writes one window's top k of the scored candidates and returns the
+-- number of entries written and the entries, as {member, lo}. cand: member
+-- -> {count, lo, hi}; rest is the highest possible count of every member
+-- not a candidate.
+local function cache(base, name, cand, rest, first_ms)
+  local list, out_hi, next = top_k(cand, rest)
   local top, meta, errs = base .. 'top:' .. name, base .. 'top:' .. name .. ':meta', base .. 'top:' .. name .. ':err'
   redis.call('DEL', top, errs)
   local zadd, fields, bound, kept = {}, {}, 0, {}
@@ -156,7 +196,7 @@ local function cache(base, name, cand, rest, first_ms)
   -- not candidates, whose ids are unknown); otherwise the bound grows to
   -- cover how far one might lie above the last count.
   local last_lo, last_count = 0, 0
-  if #list >= k then
+  if #list == k then
     last_lo, last_count = list[k][2].lo, list[k][2].count
   end
   if out_hi > last_lo or (rest > 0 and rest >= last_lo) then
@@ -305,8 +345,8 @@ for i = 1, #KEYS, 3 do
         los[#los + 1] = cand[e[1]].lo
       end
       if #los >= k then
-        table.sort(los, function(a, b) return a > b end)
-        local floor_lo = los[k]
+        table.sort(los)
+        local floor_lo = los[#los - k + 1]
         for m, e in pairs(cand) do
           if e.hi < floor_lo then
             cand[m] = nil

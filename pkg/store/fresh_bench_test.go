@@ -1,0 +1,147 @@
+package store_test
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/topk-dev/topk/pkg/internal/testenv"
+	"github.com/topk-dev/topk/pkg/keys"
+	"github.com/topk-dev/topk/pkg/loadgen"
+	"github.com/topk-dev/topk/pkg/store"
+	"github.com/topk-dev/topk/pkg/window"
+)
+
+// BenchmarkFreshRedisCPU measures the Redis side of the long windows'
+// fresh pass alone: fresh.lua over every workspace of workload A, as the
+// scheduler runs it every FreshEvery (5 s) for the workspaces whose hour
+// ranking changed, which under workload A's traffic is nearly all of them.
+// The hour before holds TOPK_BENCH_HOUR_FLUSHES (default 20) flushes of
+// 200,000 workload-A events, folded and closed into its hour bucket and
+// summed by windows.lua, so each long window has a sum before the current
+// hour (the end-to-end pipeline runs, which start from an empty Redis, have
+// none); the current hour holds TOPK_BENCH_FLUSHES (default 5: 5 s at
+// 200,000 events/s) in its minute bucket, and the hour ranking is cached.
+// It reports the server's CPU per workspace and per event of the current
+// hour's flushes (the 5 s a pass follows), and the commands per workspace.
+//
+// TOPK_BENCH_BASELINE=<file> names another version of fresh.lua (e.g.
+// `git show REV:lua/fresh.lua > /tmp/old.lua`): each iteration then also
+// runs it over the same data, alternating with the shipped script, and
+// reports its CPU per workspace as baseline-µs/workspace. Two versions
+// compare reliably only this way: the data, and so the cost, differ from
+// one run of the benchmark to the next.
+// Run: go test -run '^$' -bench FreshRedisCPU -benchtime 3x ./pkg/store/
+func BenchmarkFreshRedisCPU(b *testing.B) {
+	const events = 200_000
+	flushes, before := envInt("TOPK_BENCH_FLUSHES", 5), envInt("TOPK_BENCH_HOUR_FLUSHES", 20)
+	var baseline *rueidis.Lua
+	if path := os.Getenv("TOPK_BENCH_BASELINE"); path != "" {
+		src, err := os.ReadFile(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		baseline = rueidis.NewLuaScript(string(src))
+	}
+	gen, err := loadgen.New(loadgen.DefaultConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := testenv.Redis(b)
+	c := testenv.Client(b, r.Addr())
+	st := store.New(c, keys.New(""), window.Hour, store.Options{})
+	ctx := context.Background()
+	now := time.Now()
+	m := window.Minute(now)
+	seen := map[string]struct{}{}
+	workspaces := func() []string {
+		ids := make([]string, 0, len(seen))
+		for id := range seen {
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	fill := func(minute int64, flushes int) {
+		for range flushes {
+			counts := store.Counts{}
+			for range events {
+				ev := gen.Next(now)
+				counts.Add(ev.WorkspaceID, minute, ev.ChannelID, 1)
+				seen[ev.WorkspaceID] = struct{}{}
+			}
+			if err := st.Apply(ctx, st.Prepare(counts)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	fill(m-60, before) // the hour before: folded, closed and summed
+	if _, err := st.Rollup(ctx, workspaces(), m-1); err != nil {
+		b.Fatal(err)
+	}
+	if err := st.RefreshSums(ctx, workspaces(), now, window.Longs); err != nil {
+		b.Fatal(err)
+	}
+	fill(m, flushes)
+	ids := workspaces()
+	if err := st.Refresh(ctx, ids, now, benchK); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	var cpu, base, cmds float64
+	for range b.N {
+		b.StopTimer()
+		if baseline != nil {
+			cpu0, _ := redisCPU(b, c)
+			runFresh(b, c, baseline, ids, now)
+			cpu1, _ := redisCPU(b, c)
+			base += cpu1 - cpu0
+		}
+		cpu0, cmds0 := redisCPU(b, c)
+		b.StartTimer()
+		if err := st.RefreshFresh(ctx, ids, now, benchK, window.Longs); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		cpu1, cmds1 := redisCPU(b, c)
+		cpu, cmds = cpu+cpu1-cpu0, cmds+cmds1-cmds0
+		b.StartTimer()
+	}
+	b.ReportMetric(cpu*1e6/float64(b.N*len(ids)), "redis-µs/workspace")
+	b.ReportMetric(cpu*1e6/float64(b.N*flushes*events), "redis-µs/event")
+	b.ReportMetric(cmds/float64(b.N*len(ids)), "commands/workspace")
+	if baseline != nil {
+		b.ReportMetric(base*1e6/float64(b.N*len(ids)), "baseline-µs/workspace")
+	}
+}
+
+// runFresh runs script, a version of fresh.lua, over the workspaces ids
+// one call each, with the arguments store.RefreshFresh gives fresh.lua.
+func runFresh(b *testing.B, c rueidis.Client, script *rueidis.Lua, ids []string, now time.Time) {
+	head := []string{strconv.FormatInt(now.UnixMilli(), 10), strconv.FormatInt(window.Minute(now), 10),
+		strconv.Itoa(benchK), strconv.Itoa(2 * benchK), strconv.Itoa(int(store.LongTTL / time.Second)), strconv.Itoa(len(window.Longs))}
+	for _, l := range window.Longs {
+		head = append(head, l.Name, strconv.FormatInt(l.Hours, 10))
+	}
+	for _, id := range ids {
+		wk := keys.New("").Workspace(id)
+		args := append(head[:len(head):len(head)], wk.Base())
+		if err := script.Exec(context.Background(), c, []string{wk.Roll(), wk.Fold(), wk.Top(keys.Window1h)}, args).Error(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// benchK is the k the scheduler caches by default (cli.DefaultK).
+const benchK = 100
+
+// envInt returns the environment variable name as a positive int, or def.
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
+		return n
+	}
+	return def
+}
