@@ -40,7 +40,7 @@ func BenchmarkApplyRedisCPU(b *testing.B) {
 	}
 	r := testenv.Redis(b, strings.Fields(os.Getenv("TOPK_BENCH_REDIS_ARGS"))...)
 	c := testenv.Client(b, r.Addr())
-	maxPairs, _ := strconv.Atoi(os.Getenv("TOPK_BENCH_MAX_PAIRS")) // 0: the default
+	maxPairs := envInt("TOPK_BENCH_MAX_PAIRS", 0) // 0: the default
 	st := store.New(c, keys.New(""), window.Hour, store.Options{MaxPairsPerCall: maxPairs})
 	ctx := context.Background()
 	m := window.Minute(time.Now())
@@ -63,7 +63,7 @@ func BenchmarkApplyRedisCPU(b *testing.B) {
 	}
 	// TOPK_BENCH_PREFILL flushes are applied first, untimed: a longer-lived
 	// hour has larger running sums.
-	prefill, _ := strconv.Atoi(os.Getenv("TOPK_BENCH_PREFILL"))
+	prefill := envInt("TOPK_BENCH_PREFILL", 0)
 	for range prefill {
 		if err := st.Apply(ctx, st.PrepareWorkspaceParts(flush())); err != nil {
 			b.Fatal(err)
