@@ -85,6 +85,22 @@ func startTopk(t testing.TB, log *testenv.SyncBuffer, args ...string) *proc {
 	return p
 }
 
+// logOnFailure prints the end of the workers' shared log when t fails, so
+// that a stall (partitions that stop moving) shows what the workers did:
+// their rebalances, retries and errors.
+func logOnFailure(t *testing.T, log *testenv.SyncBuffer) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		out := log.String()
+		if len(out) > 32<<10 {
+			out = "...\n" + out[len(out)-(32<<10):]
+		}
+		t.Logf("the workers' log:\n%s", out)
+	})
+}
+
 // kill sends SIGKILL and waits for the process to be gone.
 func (p *proc) kill() {
 	_ = p.cmd.Process.Signal(syscall.SIGKILL)
@@ -327,6 +343,7 @@ func TestKilledWorkersLoseAndDoubleNothing(t *testing.T) {
 	e := newCrashEnv(t, 4)
 	e.slowCommits(100 * time.Millisecond)
 	log := &testenv.SyncBuffer{}
+	logOnFailure(t, log)
 	workers := []*proc{startTopk(t, log, e.ingestArgs("g")...), startTopk(t, log, e.ingestArgs("g")...)}
 
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
@@ -369,6 +386,7 @@ func TestWorkersJoinAndLeave(t *testing.T) {
 	e := newCrashEnv(t, 6)
 	e.slowCommits(50 * time.Millisecond)
 	log := &testenv.SyncBuffer{}
+	logOnFailure(t, log)
 	produced := make(chan struct{})
 	go func() { defer close(produced); e.produce(t, 36_000, 4_000) }()
 	step := func() { time.Sleep(1500 * time.Millisecond) }
