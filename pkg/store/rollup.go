@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/topk-dev/topk/lua"
 	"github.com/topk-dev/topk/pkg/internal/par"
 	"github.com/topk-dev/topk/pkg/keys"
@@ -151,6 +153,17 @@ const freshGroupsPerCall = 1
 // they are as fresh as the hour's ranking. A window whose sum is not for
 // the current hour yet keeps its ranking until RefreshSums has run.
 func (s *Store) RefreshFresh(ctx context.Context, workspaces []string, now time.Time, k int, wins []window.Long) error {
+	return s.refreshFresh(ctx, lua.Fresh, workspaces, now, k, wins)
+}
+
+// script runs a Lua script: a *lua.Script, or another version of one
+// (a *rueidis.Lua) that a benchmark compares with it.
+type script interface {
+	Exec(ctx context.Context, c rueidis.Client, keys, args []string) rueidis.RedisResult
+}
+
+// refreshFresh is RefreshFresh with fresh, a version of fresh.lua.
+func (s *Store) refreshFresh(ctx context.Context, fresh script, workspaces []string, now time.Time, k int, wins []window.Long) error {
 	if len(wins) == 0 {
 		return nil
 	}
@@ -160,7 +173,7 @@ func (s *Store) RefreshFresh(ctx context.Context, workspaces []string, now time.
 		ks, callArgs := s.groups(part, args, func(wk keys.Workspace) []string {
 			return []string{wk.Roll(), wk.Fold(), wk.Top(keys.Window1h)}
 		})
-		return lua.Fresh.Exec(ctx, s.c, ks, callArgs).Error()
+		return fresh.Exec(ctx, s.c, ks, callArgs).Error()
 	})
 	if err != nil {
 		return fmt.Errorf("store.refresh_fresh: %w", err)
