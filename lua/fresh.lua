@@ -15,7 +15,7 @@
 -- ARGV[1]  computed_at and window_end, unix milliseconds
 -- ARGV[2]  the current unix minute
 -- ARGV[3]  k, the number of entries to cache
--- ARGV[4]  c, the members of each sum taken as candidates
+-- ARGV[4]  c: the walk over each sum takes at most 5c of its members
 -- ARGV[5]  ttl of the cached results of finite windows, seconds
 -- ARGV[6]  w, the number of windows
 -- ARGV     then per window, shortest first: name, hours (0: all time); then
@@ -25,19 +25,26 @@
 --
 -- Exactness. A long window W at hour H is its sum S (the hours before H)
 -- plus the current hour's counts C (h:<H> and the minute buckets of H not
--- folded yet). The candidates are the sum's top c members (with their
--- ties), each current-hour bucket's top k, the hour ranking's entries and
--- the previous (shorter) window's entries. Every other member x has S(x)
--- at most the sum's rest (the next count below its top c, or next when
--- the sum was cut) plus slack, and C(x) at most the sum of the buckets' k-th
--- counts, so it cannot outrank an entry whose lowest count is above that;
--- where it could, the error bound grows to cover it. Windows nest (1h in
--- 24h in 7d in 30d in all time), so a member's lowest count in a shorter
--- window is one in the longer too: a longer window never shows less than
--- a shorter one. Each entry's error bound covers the sum's slack (cut
--- buckets, the all-time summary's error and floor); an entry is marked "!"
--- when its lowest possible count reaches the highest of every member left
--- out.
+-- folded yet). The candidates are each current-hour bucket's top k, the
+-- hour ranking's entries, the previous (shorter) window's entries and the
+-- sum's members walked in rank order. A member outside the buckets' tops
+-- has C(x) at most the sum of their k-th counts (hour_rest: 0 when every
+-- bucket was read whole); one not walked has S(x) at most the first
+-- unwalked count plus slack (or next plus slack, when the sum was cut
+-- without it). The walk stops once that total is below the (k+1)-th
+-- lowest count of the candidates, so no member left out can be an entry
+-- or the next count; or, with no slack and hour_rest 0, after k + 1
+-- members, since each member not walked then counts exactly its sum count
+-- and ranks below all of them; or after 5c members, where the error bound
+-- grows to cover what it left. A sum's top is fixed within the hour while
+-- C only grows, so in a light workspace (long runs of equal counts, the
+-- current hour read whole) a pass weighs O(k) members, not the ties.
+-- Windows nest (1h in 24h in 7d in 30d in all time), so a member's lowest
+-- count in a shorter window is one in the longer too: a longer window
+-- never shows less than a shorter one. Each entry's error bound covers the
+-- sum's slack (cut buckets, the all-time summary's error and floor); an
+-- entry is marked "!" when its lowest possible count reaches the highest
+-- of every member left out.
 --
 -- Ranking: count descending, ties by member in descending byte order, as
 -- refresh.lua's.
@@ -67,81 +74,65 @@ local function scores(key, members)
 end
 
 -- top_of returns key's top n members as {member, count} and the highest
--- count of every member it leaves out (0: none left out). With ties, it
--- also returns up to 4n members tied with the n-th, so that a tie at the
--- cut does not make an exact ranking look inexact.
-local function top_of(key, n, ties)
+-- count of every member it leaves out (0: none left out).
+local function top_of(key, n)
   local top = pairs_of(redis.call('ZRANGE', key, 0, n - 1, 'REV', 'WITHSCORES'))
   if #top < n then
     return top, 0
   end
-  local last = top[#top][2]
-  if not ties then
-    return top, last
+  return top, top[#top][2]
+end
+
+-- kth returns the n-th highest of the numbers xs, or nil when there are
+-- fewer than n; a plain sort compares them in C.
+local function kth(xs, n)
+  if #xs < n then
+    return nil
   end
-  local tied = pairs_of(redis.call('ZRANGE', key, last, last, 'BYSCORE', 'REV', 'WITHSCORES', 'LIMIT', 0, 4 * n))
-  local seen = {}
-  for _, e in ipairs(top) do
-    seen[e[1]] = true
+  local sorted = {}
+  for j = 1, #xs do
+    sorted[j] = xs[j]
   end
-  for _, e in ipairs(tied) do
-    if not seen[e[1]] then
-      top[#top + 1] = e
-    end
-  end
-  if #tied >= 4 * n then
-    return top, last -- more ties than taken: the rest may equal the last
-  end
-  local after = redis.call('ZRANGE', key, '(' .. last, '-inf', 'BYSCORE', 'REV', 'WITHSCORES', 'LIMIT', 0, 1)
-  if #after == 0 then
-    return top, 0
-  end
-  return top, tonumber(after[2])
+  table.sort(sorted)
+  return sorted[#sorted - n + 1]
 end
 
 -- top_k returns the k highest of the scored candidates in ranking order,
 -- as {member, e}; the highest possible count of every member left out (at
 -- least rest, that of every member not a candidate); and the count of the
 -- next member in the ranking (0: none). cand: member -> {count, lo, hi}.
--- A window weighs up to a few thousand candidates, so only the top k are
--- sorted with a Lua comparator: a plain sort of the counts (compared in C)
--- finds the k-th count, the members above it are sorted by rank and those
--- at it by member alone.
+-- A window weighs hundreds of candidates, so nothing is sorted with a Lua
+-- comparator: the candidates are grouped by count, the counts sorted, and
+-- each group needed sorted by member (both compared in C).
 local function top_k(cand, rest)
-  local counts = {}
-  for _, e in pairs(cand) do
-    counts[#counts + 1] = e.count
-  end
-  local n = #counts
-  if n == 0 then
-    return {}, rest, 0
+  local counts, by = {}, {}
+  for member, e in pairs(cand) do
+    local group = by[e.count]
+    if group then
+      group[#group + 1] = member
+    else
+      by[e.count] = { member }
+      counts[#counts + 1] = e.count
+    end
   end
   table.sort(counts)
-  local kth = counts[math.max(n - k + 1, 1)]
-  local list, tied = {}, {}
-  for member, e in pairs(cand) do
-    if e.count > kth then
-      list[#list + 1] = { member, e }
-    elseif e.count == kth then
-      tied[#tied + 1] = member
+  local list, more, next = {}, false, 0
+  for i = #counts, 1, -1 do
+    local group = by[counts[i]]
+    table.sort(group)
+    for j = #group, 1, -1 do
+      if #list == k then
+        more, next = true, counts[i]
+        break
+      end
+      list[#list + 1] = { group[j], cand[group[j]] }
     end
-  end
-  table.sort(list, function(a, b)
-    if a[2].count ~= b[2].count then
-      return a[2].count > b[2].count
-    end
-    return a[1] > b[1]
-  end)
-  table.sort(tied)
-  for j = #tied, 1, -1 do
-    if #list == k then
+    if more then
       break
     end
-    list[#list + 1] = { tied[j], cand[tied[j]] }
   end
-  local out_hi, next = rest, 0
-  if n > k then
-    next = counts[n - k]
+  local out_hi = rest
+  if more then
     local ranked = {}
     for _, e in ipairs(list) do
       ranked[e[1]] = true
@@ -158,8 +149,9 @@ end
 -- cache writes one window's top k of the scored candidates and returns the
 -- number of entries written and the entries, as {member, lo}. cand: member
 -- -> {count, lo, hi}; rest is the highest possible count of every member
--- not a candidate.
-local function cache(base, name, cand, rest, first_ms)
+-- not a candidate; ranked, that every such member ranks below the last
+-- entry whatever its id.
+local function cache(base, name, cand, rest, ranked, first_ms)
   local list, out_hi, next = top_k(cand, rest)
   local top, meta, errs = base .. 'top:' .. name, base .. 'top:' .. name .. ':meta', base .. 'top:' .. name .. ':err'
   redis.call('DEL', top, errs)
@@ -199,7 +191,7 @@ local function cache(base, name, cand, rest, first_ms)
   if #list == k then
     last_lo, last_count = list[k][2].lo, list[k][2].count
   end
-  if out_hi > last_lo or (rest > 0 and rest >= last_lo) then
+  if out_hi > last_lo or (rest > 0 and rest >= last_lo and not ranked) then
     bound = math.max(bound, out_hi - last_count, 1)
   end
   redis.call('HSET', meta, 'computed_at', now_ms, 'window_start', first_ms, 'window_end', now_ms,
@@ -225,16 +217,33 @@ for i = 1, #KEYS, 3 do
   local first_hour = tonumber(redis.call('HGET', roll, 'f'))
   -- Candidates of the current hour: each head bucket's top k; a member
   -- outside all of them has at most the sum of their rests.
-  local hour_cands, hour_rest = {}, 0
+  local hour_cands, hour_rest, tops = {}, 0, {}
   for _, key in ipairs(heads) do
-    local top, rest = top_of(key, k, false)
+    local top, rest = top_of(key, k)
     for _, e in ipairs(top) do
       hour_cands[#hour_cands + 1] = e[1]
     end
+    tops[#tops + 1] = top
     hour_rest = hour_rest + rest
   end
   local head = {} -- member -> its count in the current hour, once read
+  -- With no rest, every head was read whole: a member's count is the sum
+  -- of its counts in the replies, and one in none of them has none.
+  local whole = hour_rest == 0
+  if whole then
+    for _, top in ipairs(tops) do
+      for _, e in ipairs(top) do
+        head[e[1]] = (head[e[1]] or 0) + e[2]
+      end
+    end
+  end
   local function read_head(members)
+    if whole then
+      for _, m in ipairs(members) do
+        head[m] = head[m] or 0
+      end
+      return
+    end
     local todo = {}
     for _, m in ipairs(members) do
       if head[m] == nil then
@@ -277,76 +286,102 @@ for i = 1, #KEYS, 3 do
         slack, sum_next = 0, 0
         first_ms = (hours == 0) and 0 or (hour - hours) * 3600000
       end
-      -- A member outside the candidates had at most the sum's rest, or
-      -- next if the sum was cut without it.
-      local top, sum_rest = top_of(sum, c, true)
-      sum_rest = math.max(sum_rest, sum_next)
-      local members, seen, sumof = {}, {}, {}
-      for _, e in ipairs(top) do
-        members[#members + 1], seen[e[1]], sumof[e[1]] = e[1], true, e[2]
+      -- The candidates: the shorter window's entries, the current hour's
+      -- candidates, then the sum's members in rank order (walk below).
+      -- cand: member -> {count, lo, hi}; los: their lowest counts.
+      local cand, los = {}, {}
+      local function add(members, sumof)
+        read_head(members)
+        local errs = {}
+        if hours == 0 and not empty then
+          -- Only the candidates' errors: the hash holds one per member of
+          -- the all-time sum, up to --rollup-keep of them.
+          for i2 = 1, #members, 4000 do
+            local part = { unpack(members, i2, math.min(i2 + 3999, #members)) }
+            local raw = redis.call('HMGET', base .. 'base:all:err', unpack(part))
+            for j2, v in ipairs(part) do
+              if raw[j2] then
+                local b, a = string.match(raw[j2], '^(%d+),(%d+)$')
+                errs[v] = { tonumber(b), tonumber(a) }
+              end
+            end
+          end
+        end
+        for _, m in ipairs(members) do
+          local s, lo, hi = sumof[m], 0, 0
+          if s then
+            -- Spans: the count is at most slack short (cut buckets). All
+            -- time: per member, from the summary's error and floor.
+            local below, above = 0, slack
+            if hours == 0 then
+              local e = errs[m] or { 0, 0 }
+              below, above = e[1], e[2]
+            end
+            lo, hi = s - below + head[m], s + above + head[m]
+          else
+            -- Not in the sum: cut from it at most next, or never in it.
+            s, lo, hi = 0, head[m], sum_next + slack + head[m]
+          end
+          if lower[m] and lower[m] > lo then
+            lo = lower[m]
+          end
+          local count = math.max(s + head[m], lo)
+          cand[m] = { count = count, lo = lo, hi = math.max(hi, count) }
+          los[#los + 1] = lo
+        end
       end
-      local extra = {}
+      local extra, seen = {}, {}
       for _, list in ipairs({ shorter, hour_cands }) do
         for _, m in ipairs(list) do
           if not seen[m] then
             extra[#extra + 1], seen[m] = m, true
-            members[#members + 1] = m
           end
         end
       end
-      for j2, v in ipairs(scores(sum, extra)) do
-        sumof[extra[j2]] = v
+      local sumof, got = {}, scores(sum, extra)
+      for j2, m in ipairs(extra) do
+        sumof[m] = got[j2] -- nil: not in the sum (ipairs would stop there)
       end
-      local errs = {}
-      if hours == 0 and not empty then
-        -- Only the candidates' errors: the hash holds one per member of
-        -- the all-time sum, up to --rollup-keep of them.
-        for i2 = 1, #members, 4000 do
-          local part = { unpack(members, i2, math.min(i2 + 3999, #members)) }
-          local raw = redis.call('HMGET', base .. 'base:all:err', unpack(part))
-          for j2, v in ipairs(part) do
-            if raw[j2] then
-              local b, a = string.match(raw[j2], '^(%d+),(%d+)$')
-              errs[v] = { tonumber(b), tonumber(a) }
-            end
+      add(extra, sumof)
+      -- The walk: the sum's members by rank, k + 1 at a time, until no
+      -- member left could be an entry or the next count. A member not
+      -- walked has at most the first one's count (srest) plus slack in
+      -- the sum and hour_rest in the current hour, so the walk stops once
+      -- that is below the (k+1)-th lowest count of the candidates. With no
+      -- slack and the current hour read whole, a member not walked has its
+      -- sum count and no more, so k + 1 walked members (each with at least
+      -- its sum count) rank above it: ranked.
+      local walked, srest, ranked = 0, 0, false
+      while walked < 5 * c do
+        local t = kth(los, k + 1)
+        local chunk = redis.call('ZRANGE', sum, walked, walked + k, 'REV', 'WITHSCORES')
+        local take, stop = {}, false
+        for j = 1, #chunk, 2 do
+          local m, count = chunk[j], tonumber(chunk[j + 1])
+          ranked = whole and slack == 0 and walked > k
+          if ranked or walked >= 5 * c or (t and count + slack + hour_rest < t) then
+            srest, stop = count, true
+            break
+          end
+          walked = walked + 1
+          if not cand[m] then
+            take[#take + 1], sumof[m] = m, count
           end
         end
-      end
-      read_head(members)
-      local cand = {}
-      for _, m in ipairs(members) do
-        local s, lo, hi = sumof[m], 0, 0
-        if s then
-          -- Spans: the count is at most slack short (cut buckets). All
-          -- time: per member, from the summary's error and floor.
-          local below, above = 0, slack
-          if hours == 0 then
-            local e = errs[m] or { 0, 0 }
-            below, above = e[1], e[2]
-          end
-          lo, hi = s - below + head[m], s + above + head[m]
-        else
-          s = 0
-          lo, hi = head[m], sum_rest + slack + head[m]
+        add(take, sumof)
+        if stop or #chunk <= 2 * k then
+          break
         end
-        local count = s + head[m]
-        if lower[m] and lower[m] > lo then
-          lo = lower[m]
-        end
-        count = math.max(count, lo)
-        cand[m] = { count = count, lo = lo, hi = math.max(hi, count) }
       end
-      local rest = sum_rest + slack + hour_rest
-      -- The k-th highest lowest count among the sum's top members: a
-      -- candidate whose highest count is below it cannot be an entry, so
-      -- it is left out of the sort (its highest count joins rest).
-      local los = {}
-      for _, e in ipairs(top) do
-        los[#los + 1] = cand[e[1]].lo
-      end
-      if #los >= k then
-        table.sort(los)
-        local floor_lo = los[#los - k + 1]
+      -- A member the sum was cut without had at most next: it ranks below
+      -- the walked members only when that is below srest.
+      ranked = ranked and sum_next < srest
+      local rest = math.max(srest, sum_next) + slack + hour_rest
+      -- A candidate whose highest count is below the (k+1)-th lowest count
+      -- can be neither an entry nor the next count, so it is left out of
+      -- the sort (its highest count joins rest).
+      local floor_lo = kth(los, k + 1)
+      if floor_lo then
         for m, e in pairs(cand) do
           if e.hi < floor_lo then
             cand[m] = nil
@@ -354,7 +389,7 @@ for i = 1, #KEYS, 3 do
           end
         end
       end
-      local n, kept = cache(base, name, cand, rest, first_ms)
+      local n, kept = cache(base, name, cand, rest, ranked, first_ms)
       counts[#counts + 1] = n
       -- The next window's candidates include this one's entries; their
       -- lowest counts carry over.

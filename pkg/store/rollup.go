@@ -137,9 +137,10 @@ func (s *Store) RefreshSums(ctx context.Context, workspaces []string, now time.T
 	return nil
 }
 
-// freshCandidates is how many members of each closed-hours sum fresh.lua
-// weighs, in multiples of k: those within reach of the top k once the
-// current hour is added (the bound covers the rest, see fresh.lua).
+// freshCandidates bounds fresh.lua's walk over each closed-hours sum, in
+// multiples of k: it weighs the members within reach of the top k once the
+// current hour is added, at most 5 × freshCandidates × k of them (the
+// bound covers the rest, see fresh.lua).
 const freshCandidates = 2
 
 // freshGroupsPerCall is how many workspaces one fresh.lua call carries on

@@ -1,0 +1,123 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"testing"
+
+	"github.com/redis/rueidis"
+
+	"github.com/topk-dev/topk/pkg/keys"
+	"github.com/topk-dev/topk/pkg/store"
+	"github.com/topk-dev/topk/pkg/window"
+)
+
+// TestLongWindowsWalkOnlyWhatCanRank checks fresh.lua's walk over a closed
+// hour's sum (see its header): it weighs the sum's members in rank order
+// and stops once no member left could be an entry or the next count, so
+// the rankings it caches must be those of every member weighed.
+//   - "ties": 300 channels tied at 2 in the closed hour, far more than the
+//     walk's 5c cap, and a current hour of fewer than k channels (read
+//     whole). The walk stops after k+1 members: the rest rank below them
+//     whatever the current hour did, so the ranking is exact.
+//   - "heavy": a current hour of many more than k channels (a rest in
+//     every bucket's top), so the walk goes on until the counts left fall
+//     below the (k+1)-th by more than that rest.
+//   - random workspaces of few channels and small counts: ties everywhere.
+//
+// Every ranking is checked against the exact counts (checkBounds), and
+// whenever its error bound is 0 it must be the exact top k and its meta's
+// next the exact count of the first member left out: the walk keeps the
+// (k+1)-th member among the candidates.
+func TestLongWindowsWalkOnlyWhatCanRank(t *testing.T) {
+	const k = 5
+	st, c := newStore(t, store.Options{})
+	rng := rand.New(rand.NewPCG(5, 15))
+	day := futureDay()
+	h0 := day*24 + 5
+	truth := rollTruth{}
+	counts := store.Counts{}
+	for i := range 300 {
+		truth.add(counts, "ties", h0*60+7, fmt.Sprintf("t%03d", i), 2)
+	}
+	for i := range 200 {
+		truth.add(counts, "heavy", h0*60+9, fmt.Sprintf("h%03d", i), int64(1000/(i+1)))
+	}
+	random := []string{"r0", "r1", "r2", "r3", "r4", "r5"}
+	for _, ws := range random {
+		for range 60 {
+			truth.add(counts, ws, h0*60+int64(rng.IntN(60)), fmt.Sprintf("c%02d", rng.IntN(25)), 1)
+		}
+	}
+	apply(t, st, counts)
+	workspaces := append([]string{"ties", "heavy"}, random...)
+	rollup(t, st, workspaces, (h0+1)*60+1) // h0 closes
+
+	for step := range 6 {
+		now := (h0+1)*60 + 5 + int64(step)
+		counts := store.Counts{}
+		// ties: three channels a step, the same ones lifted further.
+		for _, ch := range []string{"t010", "t150", "t299"} {
+			truth.add(counts, "ties", now, ch, int64(1+step%2))
+		}
+		for i := range 40 {
+			truth.add(counts, "heavy", now, fmt.Sprintf("h%03d", 190-i*4), int64(1+rng.IntN(30)))
+		}
+		for _, ws := range random {
+			for range rng.IntN(12) {
+				truth.add(counts, ws, now, fmt.Sprintf("c%02d", rng.IntN(30)), 1)
+			}
+		}
+		apply(t, st, counts)
+		refreshLong(t, st, workspaces, at(now), k)
+		for _, ws := range workspaces {
+			for _, w := range window.Longs {
+				what := fmt.Sprintf("%s, %s at step %d", ws, w.Name, step)
+				res := readTop(t, st, ws, w.Name)
+				exact := truth.window(ws, w, at(now))
+				checkBounds(t, what, res, exact, k, readSummary(t, c, ws, w))
+				if ws == "ties" && res.ErrorBound != 0 {
+					t.Fatalf("%s: error bound %d, want an exact ranking\n%v", what, res.ErrorBound, res.Entries)
+				}
+				if res.ErrorBound == 0 {
+					if got, want := metaNext(t, c, ws, w.Name), nextCount(exact, k); got != want {
+						t.Fatalf("%s: next %d, want %d, the exact count of the first member left out\nranking %v",
+							what, got, want, res.Entries)
+					}
+				}
+			}
+		}
+	}
+}
+
+// metaNext reads a cached ranking's next (the count of the first member
+// left out) from its meta, as a backend reading the key contract would.
+func metaNext(t *testing.T, c rueidis.Client, ws, win string) int64 {
+	t.Helper()
+	v, err := c.Do(context.Background(), c.B().Hget().Key(keys.New("").Workspace(ws).TopMeta(win)).Field("next").Build()).ToString()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// nextCount is the (k+1)-th highest of the counts, 0 when there are k or
+// fewer.
+func nextCount(counts map[string]int64, k int) int64 {
+	ns := make([]int64, 0, len(counts))
+	for _, n := range counts {
+		ns = append(ns, n)
+	}
+	if len(ns) <= k {
+		return 0
+	}
+	slices.Sort(ns)
+	return ns[len(ns)-k-1]
+}
