@@ -352,7 +352,7 @@ for i = 1, #KEYS, 3 do
       -- sum count and no more, so k + 1 walked members (each with at least
       -- its sum count) rank above it: ranked.
       local walked, srest, ranked = 0, 0, false
-      while walked < 5 * c do
+      while true do
         local t = kth(los, k + 1)
         local chunk = redis.call('ZRANGE', sum, walked, walked + k, 'REV', 'WITHSCORES')
         local take, stop = {}, false

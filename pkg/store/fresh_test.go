@@ -121,3 +121,32 @@ func nextCount(counts map[string]int64, k int) int64 {
 	slices.Sort(ns)
 	return ns[len(ns)-k-1]
 }
+
+// TestLongWindowsWalkCapBoundsTheRest: when the walk stops at its cap (5c
+// members, 10 at k = 1), the members it did not reach still bound the
+// ranking. The closed hour holds s00..s11 at 20 down to 9; in the current
+// hour zzz and s11 both count 60, and the bucket's top 1 is zzz (ties go to
+// the greater id), so s11, at 69 the true first, is neither a current-hour
+// candidate nor walked. A ranking of zzz (60) must not claim to be exact.
+func TestLongWindowsWalkCapBoundsTheRest(t *testing.T) {
+	const k = 1
+	st, c := newStore(t, store.Options{})
+	h0 := futureDay()*24 + 5
+	truth := rollTruth{}
+	counts := store.Counts{}
+	for i := range 12 {
+		truth.add(counts, "cap", h0*60+7, fmt.Sprintf("s%02d", i), int64(20-i))
+	}
+	apply(t, st, counts)
+	rollup(t, st, []string{"cap"}, (h0+1)*60+1)
+	now := (h0+1)*60 + 5
+	counts = store.Counts{}
+	truth.add(counts, "cap", now, "zzz", 60)
+	truth.add(counts, "cap", now, "s11", 60)
+	apply(t, st, counts)
+	refreshLong(t, st, []string{"cap"}, at(now), k)
+	for _, w := range window.Longs {
+		checkBounds(t, "cap, "+w.Name, readTop(t, st, "cap", w.Name), truth.window("cap", w, at(now)), k,
+			readSummary(t, c, "cap", w))
+	}
+}
