@@ -99,8 +99,9 @@ end
 
 -- top_k returns the k highest of the scored candidates in ranking order,
 -- as {member, e}; the highest possible count of every member left out (at
--- least rest, that of every member not a candidate); and the count of the
--- next member in the ranking (0: none). cand: member -> {count, lo, hi}.
+-- least rest, that of every member not a candidate); and whether a
+-- candidate left out could tie the last entry's lowest count with a
+-- greater id, and so rank above it. cand: member -> {count, lo, hi}.
 -- A window weighs hundreds of candidates, so nothing is sorted with a Lua
 -- comparator: the candidates are grouped by count, the counts sorted, and
 -- each group needed sorted by member (both compared in C).
@@ -116,13 +117,13 @@ local function top_k(cand, rest)
     end
   end
   table.sort(counts)
-  local list, more, next = {}, false, 0
+  local list, more = {}, false
   for i = #counts, 1, -1 do
     local group = by[counts[i]]
     table.sort(group)
     for j = #group, 1, -1 do
       if #list == k then
-        more, next = true, counts[i]
+        more = true
         break
       end
       list[#list + 1] = { group[j], cand[group[j]] }
@@ -131,19 +132,21 @@ local function top_k(cand, rest)
       break
     end
   end
-  local out_hi = rest
+  local out_hi, beat = rest, false
   if more then
     local ranked = {}
     for _, e in ipairs(list) do
       ranked[e[1]] = true
     end
+    local last, last_lo = list[k][1], list[k][2].lo
     for member, e in pairs(cand) do
       if not ranked[member] then
         out_hi = math.max(out_hi, e.hi)
+        beat = beat or (e.hi == last_lo and member > last)
       end
     end
   end
-  return list, out_hi, next
+  return list, out_hi, beat
 end
 
 -- cache writes one window's top k of the scored candidates and returns the
@@ -152,7 +155,7 @@ end
 -- not a candidate; ranked, that every such member ranks below the last
 -- entry whatever its id.
 local function cache(base, name, cand, rest, ranked, first_ms)
-  local list, out_hi, next = top_k(cand, rest)
+  local list, out_hi, beat = top_k(cand, rest)
   local top, meta, errs = base .. 'top:' .. name, base .. 'top:' .. name .. ':meta', base .. 'top:' .. name .. ':err'
   redis.call('DEL', top, errs)
   local zadd, fields, bound, kept = {}, {}, 0, {}
@@ -184,18 +187,20 @@ local function cache(base, name, cand, rest, ranked, first_ms)
     expire(errs)
   end
   -- A member left out may count up to out_hi: the ranking is exact only
-  -- when none could pass the last entry (or tie it, for members that are
-  -- not candidates, whose ids are unknown); otherwise the bound grows to
-  -- cover how far one might lie above the last count.
+  -- when none could pass the last entry, or tie it with a greater id (a
+  -- candidate's id is known; one that is not a candidate could have any,
+  -- unless ranked); otherwise the bound grows to cover how far one might
+  -- lie above the last count. next is out_hi: the most the first member
+  -- left out can count (its count, when none left out is uncertain).
   local last_lo, last_count = 0, 0
   if #list == k then
     last_lo, last_count = list[k][2].lo, list[k][2].count
   end
-  if out_hi > last_lo or (rest > 0 and rest >= last_lo and not ranked) then
+  if out_hi > last_lo or beat or (rest > 0 and rest >= last_lo and not ranked) then
     bound = math.max(bound, out_hi - last_count, 1)
   end
   redis.call('HSET', meta, 'computed_at', now_ms, 'window_start', first_ms, 'window_end', now_ms,
-    'k', k, 'error_bound', bound, 'next', next)
+    'k', k, 'error_bound', bound, 'next', out_hi)
   expire(meta)
   return #zadd / 2, kept
 end

@@ -268,8 +268,8 @@ func (e *crashEnv) waitCounted(t *testing.T, group string, timeout time.Duration
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %d of %d events counted (%d missing, %d counted twice); the group has committed %d of %d records",
-				timeout, total, e.events, lost, double, e.committed(t, group), e.events)
+			t.Fatalf("after %s: %d of %d events counted (%d missing, %d counted twice); the group has committed %d of %d records\n%s",
+				timeout, total, e.events, lost, double, e.committed(t, group), e.events, e.groupState(group))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -526,6 +526,46 @@ func (e *crashEnv) describe(t *testing.T, group string) map[string][]int32 {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// groupState describes group for a failure message: its state, each
+// member's partitions, and each partition's committed and end offsets.
+func (e *crashEnv) groupState(group string) string {
+	cl, err := kafka.NewClient(kafka.Config{Brokers: e.kafka.ListenAddrs()})
+	if err != nil {
+		return err.Error()
+	}
+	defer cl.Close()
+	ctx, adm := context.Background(), kadm.NewClient(cl)
+	var b strings.Builder
+	gs, err := adm.DescribeGroups(ctx, group)
+	if err != nil {
+		return err.Error()
+	}
+	g := gs[group]
+	fmt.Fprintf(&b, "group %s: %s", group, g.State)
+	for _, m := range g.Members {
+		var ps []int32
+		if c, ok := m.Assigned.AsConsumer(); ok {
+			for _, tp := range c.Topics {
+				ps = append(ps, tp.Partitions...)
+			}
+		}
+		fmt.Fprintf(&b, "; member %s (%s) owns %v", m.MemberID, m.ClientHost, ps)
+	}
+	offs, err := adm.FetchOffsets(ctx, group)
+	ends, err2 := adm.ListEndOffsets(ctx, e.topic)
+	if err != nil || err2 != nil {
+		return b.String() + fmt.Sprintf("; offsets: %v %v", err, err2)
+	}
+	ends.Each(func(o kadm.ListedOffset) {
+		at := int64(-1)
+		if c, ok := offs.Lookup(o.Topic, o.Partition); ok {
+			at = c.At
+		}
+		fmt.Fprintf(&b, "; partition %d committed %d of %d", o.Partition, at, o.Offset)
+	})
+	return b.String()
 }
 
 // waitAssigned waits until group has members members and every one of the
