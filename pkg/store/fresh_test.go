@@ -129,26 +129,11 @@ func nextCount(counts map[string]int64, k int) int64 {
 // the greater id), so s11, at 69 the true first, is neither a current-hour
 // candidate nor walked. A ranking of zzz (60) must not claim to be exact.
 func TestLongWindowsWalkCapBoundsTheRest(t *testing.T) {
-	const k = 1
-	st, c := newStore(t, store.Options{})
-	h0 := futureDay()*24 + 5
-	truth := rollTruth{}
-	counts := store.Counts{}
+	closed := map[string]int64{}
 	for i := range 12 {
-		truth.add(counts, "cap", h0*60+7, fmt.Sprintf("s%02d", i), int64(20-i))
+		closed[fmt.Sprintf("s%02d", i)] = int64(20 - i)
 	}
-	apply(t, st, counts)
-	rollup(t, st, []string{"cap"}, (h0+1)*60+1)
-	now := (h0+1)*60 + 5
-	counts = store.Counts{}
-	truth.add(counts, "cap", now, "zzz", 60)
-	truth.add(counts, "cap", now, "s11", 60)
-	apply(t, st, counts)
-	refreshLong(t, st, []string{"cap"}, at(now), k)
-	for _, w := range window.Longs {
-		checkBounds(t, "cap, "+w.Name, readTop(t, st, "cap", w.Name), truth.window("cap", w, at(now)), k,
-			readSummary(t, c, "cap", w))
-	}
+	checkHourAfter(t, store.Options{}, 1, closed, map[string]int64{"zzz": 60, "s11": 60})
 }
 
 // TestAllTimeTieWithACandidateLeftOut: a candidate left out whose highest
@@ -158,24 +143,31 @@ func TestLongWindowsWalkCapBoundsTheRest(t *testing.T) {
 // current hour adds z 3 and a 1. z lies between 3 and 4, and at 4 it ties
 // x and a and ranks first (the greater id): the exact top 2 is z, x.
 func TestAllTimeTieWithACandidateLeftOut(t *testing.T) {
-	const k = 2
-	st, c := newStore(t, store.Options{Rollup: store.RollupOptions{Keep: 2}})
+	checkHourAfter(t, store.Options{Rollup: store.RollupOptions{Keep: 2}}, 2,
+		map[string]int64{"x": 4, "a": 3, "z": 1, "q": 1}, map[string]int64{"z": 3, "a": 1})
+}
+
+// checkHourAfter writes one workspace's closed hour (counts by channel),
+// closes it, adds the current hour's counts, refreshes the long windows at
+// k and checks each against the exact counts (checkBounds).
+func checkHourAfter(t *testing.T, opts store.Options, k int, closed, current map[string]int64) {
+	t.Helper()
+	st, c := newStore(t, opts)
 	h0 := futureDay()*24 + 5
 	truth := rollTruth{}
-	counts := store.Counts{}
-	for ch, n := range map[string]int64{"x": 4, "a": 3, "z": 1, "q": 1} {
-		truth.add(counts, "w", h0*60+7, ch, n)
+	write := func(minute int64, chs map[string]int64) {
+		counts := store.Counts{}
+		for ch, n := range chs {
+			truth.add(counts, "w", minute, ch, n)
+		}
+		apply(t, st, counts)
 	}
-	apply(t, st, counts)
-	rollup(t, st, []string{"w"}, (h0+1)*60+1)
-	now := (h0+1)*60 + 5
-	counts = store.Counts{}
-	truth.add(counts, "w", now, "z", 3)
-	truth.add(counts, "w", now, "a", 1)
-	apply(t, st, counts)
-	refreshLong(t, st, []string{"w"}, at(now), k)
+	write(h0*60+7, closed)
+	rollup(t, st, []string{"w"}, (h0+1)*60+1) // h0 closes
+	write((h0+1)*60+5, current)
+	now := at((h0+1)*60 + 5)
+	refreshLong(t, st, []string{"w"}, now, k)
 	for _, w := range window.Longs {
-		checkBounds(t, "w, "+w.Name, readTop(t, st, "w", w.Name), truth.window("w", w, at(now)), k,
-			readSummary(t, c, "w", w))
+		checkBounds(t, "w, "+w.Name, readTop(t, st, "w", w.Name), truth.window("w", w, now), k, readSummary(t, c, "w", w))
 	}
 }
