@@ -368,6 +368,7 @@ func TestKilledWorkersLoseAndDoubleNothing(t *testing.T) {
 			}
 		}
 	}
+	e.evictGhosts(t, "g", len(workers))
 	e.requireExact(t, time.Now(), "the stream ended")
 	t.Logf("%d events, %d kills; %d batches met a fence", e.events, kills, replays())
 	if kills < 4 || replays() == 0 {
@@ -566,6 +567,48 @@ func (e *crashEnv) groupState(group string) string {
 		fmt.Fprintf(&b, "; partition %d committed %d of %d", o.Partition, at, o.Offset)
 	})
 	return b.String()
+}
+
+// evictGhosts works around the in-process broker: kfake sometimes keeps a
+// member killed during a rebalance in a Stable group, with its partitions,
+// long past its 1 s session timeout (seen: four members for two live
+// processes after 3 minutes, two partitions never consumed again), where a
+// real broker would expire it. If the group still lists more than live
+// members 10 s after the stream ended, every member is removed with a
+// LeaveGroup, as an expiry would: the live workers rejoin and consume from
+// the committed offsets, the case the fences exist for, so what the test
+// checks, nothing lost or counted twice, is unchanged.
+func (e *crashEnv) evictGhosts(t *testing.T, group string, live int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	members := e.describe(t, group)
+	for len(members) > live && time.Now().Before(deadline) {
+		time.Sleep(500 * time.Millisecond)
+		members = e.describe(t, group)
+	}
+	if len(members) <= live {
+		return
+	}
+	t.Logf("the broker still lists %d members for %d live workers: %s; removing them", len(members), live, e.groupState(group))
+	cl, err := kafka.NewClient(kafka.Config{Brokers: e.kafka.ListenAddrs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrLeaveGroupRequest()
+	req.Group = group
+	for id := range members {
+		m := kmsg.NewLeaveGroupRequestMember()
+		m.MemberID = id
+		req.Members = append(req.Members, m)
+	}
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+	}
+	if err != nil {
+		t.Fatalf("leave group %s: %v", group, err)
+	}
 }
 
 // waitAssigned waits until group has members members and every one of the
