@@ -212,6 +212,10 @@ func (r *Redis) startLocked(ctx context.Context) (portInUse bool, err error) {
 	args = append(args, r.args...)
 	cmd := exec.Command(r.bin, args...)
 	cmd.Dir = r.dir
+	// Redis sets LC_COLLATE from the environment, and its Lua compares
+	// strings with strcoll: the scripts order tied channel ids by byte, as
+	// the sorted sets do, only under the C locale.
+	cmd.Env = append(os.Environ(), "LC_ALL=C")
 	cmd.SysProcAttr = childAttr()
 	logStart, err := r.proc.start(cmd, r.LogPath())
 	if err != nil {
