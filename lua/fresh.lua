@@ -293,9 +293,10 @@ for i = 1, #KEYS, 3 do
       end
       -- The candidates: the shorter window's entries, the current hour's
       -- candidates, then the sum's members in rank order (walk below).
-      -- cand: member -> {count, lo, hi}; los: their lowest counts.
-      local cand, los = {}, {}
-      local function add(members, sumof)
+      -- cand: member -> {count, lo, hi}; los: their lowest counts; sumof:
+      -- member -> its count in the sum (nil: not in it).
+      local cand, los, sumof = {}, {}, {}
+      local function add(members)
         read_head(members)
         local errs = {}
         if hours == 0 and not empty then
@@ -343,11 +344,11 @@ for i = 1, #KEYS, 3 do
           end
         end
       end
-      local sumof, got = {}, scores(sum, extra)
+      local got = scores(sum, extra)
       for j2, m in ipairs(extra) do
         sumof[m] = got[j2] -- nil: not in the sum (ipairs would stop there)
       end
-      add(extra, sumof)
+      add(extra)
       -- The walk: the sum's members by rank, k + 1 at a time, until no
       -- member left could be an entry or the next count. A member not
       -- walked has at most the first one's count (srest) plus slack in
@@ -357,13 +358,14 @@ for i = 1, #KEYS, 3 do
       -- sum count and no more, so k + 1 walked members (each with at least
       -- its sum count) rank above it: ranked.
       local walked, srest, ranked = 0, 0, false
+      local exact_rest = whole and slack == 0
       while true do
         local t = kth(los, k + 1)
         local chunk = redis.call('ZRANGE', sum, walked, walked + k, 'REV', 'WITHSCORES')
         local take, stop = {}, false
         for j = 1, #chunk, 2 do
           local m, count = chunk[j], tonumber(chunk[j + 1])
-          ranked = whole and slack == 0 and walked > k
+          ranked = exact_rest and walked > k
           if ranked or walked >= 5 * c or (t and count + slack + hour_rest < t) then
             srest, stop = count, true
             break
@@ -373,7 +375,7 @@ for i = 1, #KEYS, 3 do
             take[#take + 1], sumof[m] = m, count
           end
         end
-        add(take, sumof)
+        add(take)
         if stop or #chunk <= 2 * k then
           break
         end

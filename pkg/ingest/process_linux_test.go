@@ -510,15 +510,7 @@ func (e *crashEnv) describe(t *testing.T, group string) map[string][]int32 {
 		if err == nil && g.State == "Stable" {
 			out := map[string][]int32{}
 			for _, m := range g.Members {
-				out[m.MemberID] = []int32{}
-				if c, ok := m.Assigned.AsConsumer(); ok {
-					for _, tp := range c.Topics {
-						if tp.Topic == e.topic {
-							out[m.MemberID] = append(out[m.MemberID], tp.Partitions...)
-						}
-					}
-				}
-				slices.Sort(out[m.MemberID])
+				out[m.MemberID] = e.owned(m)
 			}
 			return out
 		}
@@ -527,6 +519,21 @@ func (e *crashEnv) describe(t *testing.T, group string) map[string][]int32 {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// owned is the partitions of the topic that group member m is assigned,
+// in order.
+func (e *crashEnv) owned(m kadm.DescribedGroupMember) []int32 {
+	ps := []int32{}
+	if c, ok := m.Assigned.AsConsumer(); ok {
+		for _, tp := range c.Topics {
+			if tp.Topic == e.topic {
+				ps = append(ps, tp.Partitions...)
+			}
+		}
+	}
+	slices.Sort(ps)
+	return ps
 }
 
 // groupState describes group for a failure message: its state, each
@@ -546,13 +553,7 @@ func (e *crashEnv) groupState(group string) string {
 	g := gs[group]
 	fmt.Fprintf(&b, "group %s: %s", group, g.State)
 	for _, m := range g.Members {
-		var ps []int32
-		if c, ok := m.Assigned.AsConsumer(); ok {
-			for _, tp := range c.Topics {
-				ps = append(ps, tp.Partitions...)
-			}
-		}
-		fmt.Fprintf(&b, "; member %s (%s) owns %v", m.MemberID, m.ClientHost, ps)
+		fmt.Fprintf(&b, "; member %s (%s) owns %v", m.MemberID, m.ClientHost, e.owned(m))
 	}
 	offs, err := adm.FetchOffsets(ctx, group)
 	ends, err2 := adm.ListEndOffsets(ctx, e.topic)
