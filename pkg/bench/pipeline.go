@@ -494,7 +494,7 @@ func (p *phase) consumers(storeClient rueidis.Client) (workers []func(context.Co
 	default:
 		return nil, nil, fmt.Errorf("bench.pipeline: unknown design %q", p.design)
 	}
-	sp := scheduler.Params{Store: st, Interval: cfg.Interval, K: cfg.K, Logger: e.log}
+	sp := scheduler.Params{Store: st, Interval: cfg.Interval, K: cfg.K, FreshEvery: cfg.FreshEvery, Logger: e.log}
 	if p.design == designNaive {
 		sp.Refresh = naiveRefresh(storeClient, p.ks, window.Hour)
 	}

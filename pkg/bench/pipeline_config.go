@@ -88,9 +88,11 @@ type PipelineConfig struct {
 	// BatchAge and BatchEvents are ingest.Config's (0: its defaults).
 	BatchAge    time.Duration `json:"batch_age_ns"`
 	BatchEvents int           `json:"batch_events"`
-	// Interval and K are the scheduler's (0: scheduler.DefaultInterval and 100).
-	Interval time.Duration `json:"interval_ns"`
-	K        int           `json:"k"`
+	// Interval, K and FreshEvery are the scheduler's (0:
+	// scheduler.DefaultInterval, 100 and scheduler.DefaultFreshEvery).
+	Interval   time.Duration `json:"interval_ns"`
+	K          int           `json:"k"`
+	FreshEvery time.Duration `json:"fresh_every_ns"`
 
 	// QueryRate is the cached reads per second (0: DefaultQueryRate;
 	// negative: no reads).
@@ -169,6 +171,9 @@ func (c PipelineConfig) withDefaults() PipelineConfig {
 	if c.K == 0 {
 		c.K = DefaultK
 	}
+	if c.FreshEvery == 0 {
+		c.FreshEvery = scheduler.DefaultFreshEvery
+	}
 	if c.ReadVia == "" {
 		c.ReadVia = ReadRedis
 	}
@@ -209,6 +214,7 @@ func (c PipelineConfig) Validate() error {
 	check(c.BatchAge > 0 && c.BatchEvents >= 1, "batch age and batch events must be positive")
 	check(c.Interval > 0 && c.Interval <= window.MaxInterval, "interval must be in (0, %s], got %s", window.MaxInterval, c.Interval)
 	check(c.K >= 1, "k must be >= 1, got %d", c.K)
+	check(c.FreshEvery > 0, "fresh-every must be positive, got %s", c.FreshEvery)
 	check(!math.IsInf(c.QueryRate, 0) && !math.IsNaN(c.QueryRate), "query rate must be finite")
 	check(c.ReadVia == ReadRedis || c.ReadVia == ReadHTTP || c.ReadVia == ReadTrending, "read via must be %s, %s or %s, got %q", ReadRedis, ReadHTTP, ReadTrending, c.ReadVia)
 	check(slices.Contains(api.Windows, c.ReadWindow), "read window must be one of %s, got %q", strings.Join(api.Windows, ", "), c.ReadWindow)

@@ -133,6 +133,8 @@ func scheduleFlags() []cli.Flag {
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "interval", EnvVars: []string{"TOPK_INTERVAL"}, Value: scheduler.DefaultInterval, Usage: fmt.Sprintf("refresh interval of the cached rankings (at most %s)", window.MaxInterval)}),
 		kFlag("entries kept in each cached ranking"),
 		altsrc.NewStringFlag(&cli.StringFlag{Name: "cadence", EnvVars: []string{"TOPK_CADENCE"}, Value: defaultCadence(), Usage: "refresh period of each long window, as window=duration pairs (a window set to 0 is not computed)"}),
+		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "fresh-every", EnvVars: []string{"TOPK_FRESH_EVERY"}, Value: scheduler.DefaultFreshEvery,
+			Usage: "how often the long windows' rankings take in the current hour (their freshness); each pass costs Redis a few ms per active workspace"}),
 	}
 }
 

@@ -41,12 +41,15 @@ func newScheduler(c *cli.Context, st *store.Store, log *slog.Logger) (*scheduler
 	if err != nil {
 		return nil, cli.Exit(err.Error(), ExitUsage)
 	}
+	if c.Duration("fresh-every") <= 0 {
+		return nil, cli.Exit("--fresh-every must be positive", ExitUsage)
+	}
 	users, _, err := activityStores(c, st)
 	if err != nil {
 		return nil, err
 	}
 	s, err := scheduler.New(scheduler.Params{Store: st, Interval: c.Duration("interval"), K: c.Int("k"), Logger: log,
-		Lateness: c.Duration("lateness"), Cadence: cadence, Activity: users, OnTick: metrics.TickObserver})
+		Lateness: c.Duration("lateness"), Cadence: cadence, FreshEvery: c.Duration("fresh-every"), Activity: users, OnTick: metrics.TickObserver})
 	if err != nil {
 		return nil, cli.Exit(err.Error(), ExitUsage)
 	}

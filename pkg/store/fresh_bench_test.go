@@ -12,22 +12,26 @@ import (
 	"github.com/topk-dev/topk/pkg/internal/testenv"
 	"github.com/topk-dev/topk/pkg/keys"
 	"github.com/topk-dev/topk/pkg/loadgen"
+	"github.com/topk-dev/topk/pkg/scheduler"
 	"github.com/topk-dev/topk/pkg/store"
 	"github.com/topk-dev/topk/pkg/window"
 )
 
 // BenchmarkFreshRedisCPU measures the Redis side of the long windows'
 // fresh pass alone: fresh.lua over every workspace of workload A, as the
-// scheduler runs it every FreshEvery (5 s) for the workspaces whose hour
-// ranking changed, which under workload A's traffic is nearly all of them.
+// scheduler runs it every FreshEvery (scheduler.DefaultFreshEvery, a
+// minute) for the workspaces whose hour ranking changed, which under
+// workload A's traffic is nearly all of them.
 // The hour before holds TOPK_BENCH_HOUR_FLUSHES (default 20) flushes of
 // 200,000 workload-A events, folded and closed into its hour bucket and
 // summed by windows.lua, so each long window has a sum before the current
 // hour (the end-to-end pipeline runs, which start from an empty Redis, have
-// none); the current hour holds TOPK_BENCH_FLUSHES (default 5: 5 s at
-// 200,000 events/s) in its minute bucket, and the hour ranking is cached.
-// It reports the server's CPU per workspace and per event of the current
-// hour's flushes (the 5 s a pass follows), and the commands per workspace.
+// none); the current hour holds TOPK_BENCH_FLUSHES (default one per second
+// of DefaultFreshEvery: 60 s at 200,000 events/s) in its minute bucket, and
+// the hour ranking is cached. It reports the server's CPU per workspace and
+// per event of the current hour's flushes (at the default, the events a
+// pass follows: what the pass costs per event at 200,000 events/s), and the
+// commands per workspace.
 //
 // TOPK_BENCH_BASELINE=<file> names another version of fresh.lua (e.g.
 // `git show REV:lua/fresh.lua > /tmp/old.lua`): each iteration then also
@@ -37,7 +41,7 @@ import (
 // Run: go test -run '^$' -bench FreshRedisCPU -benchtime 3x ./pkg/store/
 func BenchmarkFreshRedisCPU(b *testing.B) {
 	const events = 200_000
-	flushes, before := envInt("TOPK_BENCH_FLUSHES", 5), envInt("TOPK_BENCH_HOUR_FLUSHES", 20)
+	flushes, before := envInt("TOPK_BENCH_FLUSHES", int(scheduler.DefaultFreshEvery/time.Second)), envInt("TOPK_BENCH_HOUR_FLUSHES", 20)
 	var baseline *rueidis.Lua
 	if path := os.Getenv("TOPK_BENCH_BASELINE"); path != "" {
 		src, err := os.ReadFile(path)
