@@ -12,6 +12,7 @@ import (
 	topk "github.com/topk-dev/topk/pkg/cli"
 	"github.com/topk-dev/topk/pkg/keys"
 	"github.com/topk-dev/topk/pkg/scheduler"
+	"github.com/topk-dev/topk/pkg/store"
 )
 
 func benchPipelineCommand(env *Env) *cli.Command {
@@ -27,6 +28,7 @@ func benchPipelineCommand(env *Env) *cli.Command {
 		&cli.DurationFlag{Name: "interval", Value: scheduler.DefaultInterval, Usage: "scheduler refresh interval"},
 		&cli.IntFlag{Name: "k", Value: topk.DefaultK, Usage: "entries kept in each cached ranking"},
 		&cli.DurationFlag{Name: "fresh-every", Value: scheduler.DefaultFreshEvery, Usage: "how often the scheduler's long windows take in the current hour"},
+		&cli.IntFlag{Name: "max-pairs-per-call", Value: store.DefaultMaxPairsPerCall, Usage: "the ingest workers' largest script call, in (channel, count) pairs"},
 		&cli.StringFlag{Name: "read-via", Value: bench.ReadRedis, Usage: "how the cached reads are made: redis (ZRANGE of a random workspace's top key), http (GET /v1/top of a random workspace) or http-trending (GET /trending), the HTTP ones through topk serve's handler on loopback"},
 		&cli.StringFlag{Name: "read-window", Value: keys.Window1h, Usage: "window the cached reads ask for: " + strings.Join(api.Windows, ", ") + " (the scheduler recomputes the long ones at their default cadence, 24h every minute: warm up longer than that)"},
 		topk.ReadCacheFlag(),
@@ -71,32 +73,33 @@ func benchPipeline(c *cli.Context, env *Env) error {
 		return err
 	}
 	cfg := bench.PipelineConfig{
-		Workload:    strings.ToUpper(c.String("workload")),
-		Workspaces:  c.Int("workspaces"),
-		Channels:    c.Int("channels"),
-		Seed:        c.Uint64("seed"),
-		Rate:        c.Float64("rate"),
-		Duration:    c.Duration("duration"),
-		Warmup:      c.Duration("warmup"),
-		Workers:     c.Int("workers"),
-		Partitions:  c.Int("partitions"),
-		BatchAge:    c.Duration("batch-age"),
-		BatchEvents: c.Int("batch-events"),
-		Interval:    c.Duration("interval"),
-		K:           c.Int("k"),
-		FreshEvery:  c.Duration("fresh-every"),
-		QueryRate:   benchQueryRate(c),
-		ReadVia:     c.String("read-via"),
-		ReadWindow:  c.String("read-window"),
-		ReadCache:   c.Duration("read-cache"),
-		MarkerEvery: c.Duration("marker-every"),
-		Naive:       c.Bool("naive"),
-		Profile:     c.Bool("profile"),
-		NaiveChunk:  c.Int("naive-chunk"),
-		Drain:       int64(c.Int("drain")),
-		RedisAddr:   c.String("redis"),
-		Brokers:     topk.SplitList(c.String("brokers")),
-		Progress:    env.Err,
+		Workload:        strings.ToUpper(c.String("workload")),
+		Workspaces:      c.Int("workspaces"),
+		Channels:        c.Int("channels"),
+		Seed:            c.Uint64("seed"),
+		Rate:            c.Float64("rate"),
+		Duration:        c.Duration("duration"),
+		Warmup:          c.Duration("warmup"),
+		Workers:         c.Int("workers"),
+		Partitions:      c.Int("partitions"),
+		BatchAge:        c.Duration("batch-age"),
+		BatchEvents:     c.Int("batch-events"),
+		Interval:        c.Duration("interval"),
+		K:               c.Int("k"),
+		FreshEvery:      c.Duration("fresh-every"),
+		MaxPairsPerCall: c.Int("max-pairs-per-call"),
+		QueryRate:       benchQueryRate(c),
+		ReadVia:         c.String("read-via"),
+		ReadWindow:      c.String("read-window"),
+		ReadCache:       c.Duration("read-cache"),
+		MarkerEvery:     c.Duration("marker-every"),
+		Naive:           c.Bool("naive"),
+		Profile:         c.Bool("profile"),
+		NaiveChunk:      c.Int("naive-chunk"),
+		Drain:           int64(c.Int("drain")),
+		RedisAddr:       c.String("redis"),
+		Brokers:         topk.SplitList(c.String("brokers")),
+		Progress:        env.Err,
 	}
 	if c.Int("workspaces") < 0 || c.Int("channels") < 0 || c.Int("runs") < 1 || c.Int("naive-chunk") < 1 || c.Float64("query-rate") < 0 || c.Int("drain") < 0 {
 		return cli.Exit("--workspaces, --channels and --drain must be >= 0, --runs and --naive-chunk >= 1, --query-rate >= 0", topk.ExitUsage)

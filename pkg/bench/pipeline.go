@@ -461,7 +461,7 @@ func (p *phase) awaitMarkers(g *runGroup, end time.Time) (time.Time, error) {
 // and its scheduler (for the naive design, with the seed's refresh).
 func (p *phase) consumers(storeClient rueidis.Client) (workers []func(context.Context) error, sched func(context.Context) error, err error) {
 	cfg, e := p.cfg, p.e
-	st := store.New(storeClient, p.ks, window.Hour, store.Options{Global: store.GlobalOptions{Backend: e.backend}})
+	st := store.New(storeClient, p.ks, window.Hour, store.Options{Global: store.GlobalOptions{Backend: e.backend}, MaxPairsPerCall: cfg.MaxPairsPerCall})
 	kcfg := kafka.Config{Brokers: e.brokers}
 	groupID := p.groupID()
 	switch p.design {

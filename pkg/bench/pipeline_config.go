@@ -17,6 +17,7 @@ import (
 	"github.com/topk-dev/topk/pkg/keys"
 	"github.com/topk-dev/topk/pkg/loadgen"
 	"github.com/topk-dev/topk/pkg/scheduler"
+	"github.com/topk-dev/topk/pkg/store"
 	"github.com/topk-dev/topk/pkg/window"
 )
 
@@ -93,6 +94,8 @@ type PipelineConfig struct {
 	Interval   time.Duration `json:"interval_ns"`
 	K          int           `json:"k"`
 	FreshEvery time.Duration `json:"fresh_every_ns"`
+	// MaxPairsPerCall is the store's (0: store.DefaultMaxPairsPerCall).
+	MaxPairsPerCall int `json:"max_pairs_per_call"`
 
 	// QueryRate is the cached reads per second (0: DefaultQueryRate;
 	// negative: no reads).
@@ -174,6 +177,9 @@ func (c PipelineConfig) withDefaults() PipelineConfig {
 	if c.FreshEvery == 0 {
 		c.FreshEvery = scheduler.DefaultFreshEvery
 	}
+	if c.MaxPairsPerCall == 0 {
+		c.MaxPairsPerCall = store.DefaultMaxPairsPerCall
+	}
 	if c.ReadVia == "" {
 		c.ReadVia = ReadRedis
 	}
@@ -215,6 +221,7 @@ func (c PipelineConfig) Validate() error {
 	check(c.Interval > 0 && c.Interval <= window.MaxInterval, "interval must be in (0, %s], got %s", window.MaxInterval, c.Interval)
 	check(c.K >= 1, "k must be >= 1, got %d", c.K)
 	check(c.FreshEvery > 0, "fresh-every must be positive, got %s", c.FreshEvery)
+	check(c.MaxPairsPerCall > 0, "max pairs per call must be positive, got %d", c.MaxPairsPerCall)
 	check(!math.IsInf(c.QueryRate, 0) && !math.IsNaN(c.QueryRate), "query rate must be finite")
 	check(c.ReadVia == ReadRedis || c.ReadVia == ReadHTTP || c.ReadVia == ReadTrending, "read via must be %s, %s or %s, got %q", ReadRedis, ReadHTTP, ReadTrending, c.ReadVia)
 	check(slices.Contains(api.Windows, c.ReadWindow), "read window must be one of %s, got %q", strings.Join(api.Windows, ", "), c.ReadWindow)

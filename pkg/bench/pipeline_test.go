@@ -11,6 +11,8 @@ import (
 
 	"github.com/topk-dev/topk/pkg/api"
 	"github.com/topk-dev/topk/pkg/internal/testenv"
+	"github.com/topk-dev/topk/pkg/scheduler"
+	"github.com/topk-dev/topk/pkg/store"
 )
 
 // A tiny end-to-end run of both designs gives sane numbers and leaves
@@ -195,6 +197,29 @@ func TestMarkerChannelOrder(t *testing.T) {
 	}
 	if _, ok := parseMarker("c-001"); ok {
 		t.Error("parsed a non-marker")
+	}
+}
+
+// The scheduler's fresh period and the store's call size take their
+// product defaults when unset, are refused when negative, and are named in
+// the report's setup line.
+func TestPipelineFreshEveryAndCallSize(t *testing.T) {
+	c := (PipelineConfig{}).withDefaults()
+	if c.FreshEvery != scheduler.DefaultFreshEvery || c.MaxPairsPerCall != store.DefaultMaxPairsPerCall {
+		t.Errorf("defaults: fresh every %s, %d pairs per call; want %s and %d", c.FreshEvery, c.MaxPairsPerCall, scheduler.DefaultFreshEvery, store.DefaultMaxPairsPerCall)
+	}
+	for _, bad := range []PipelineConfig{{FreshEvery: -time.Second}, {MaxPairsPerCall: -1}} {
+		if err := bad.Validate(); err == nil {
+			t.Errorf("%+v: accepted", bad)
+		}
+	}
+	c = (PipelineConfig{FreshEvery: 5 * time.Second, MaxPairsPerCall: 500}).withDefaults()
+	var b strings.Builder
+	(&PipelineReport{Config: c, Runs: []PipelineResult{{}}}).WriteMarkdown(&b)
+	for _, want := range []string{"in calls of at most 500 pairs", "current hour every 5s"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, b.String())
+		}
 	}
 }
 

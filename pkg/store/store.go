@@ -28,7 +28,11 @@ var ErrBadReply = redisread.ErrBadReply
 
 // Defaults for Options.
 const (
-	DefaultMaxPairsPerCall = 2000
+	// DefaultMaxPairsPerCall keeps an ingest call near 3 ms of Redis on
+	// workload A (about 5.5 µs per pair): at 2,000 a call took about 11 ms,
+	// and every other client waited for it. Interleaved runs measured no
+	// more Redis CPU per event at 500 (BENCHMARKS.md, "Shorter calls").
+	DefaultMaxPairsPerCall = 500
 	DefaultParallelCalls   = 16
 	// DefaultCandidates is how many of a workspace's highest hour counts
 	// its candidate set keeps at least (see ingest.lua): five times the
