@@ -58,7 +58,7 @@ const DefaultInterval = 500 * time.Millisecond
 // candidates per window and workspace once an hour has closed, about 4.5
 // ms of Redis per workspace of workload A (BenchmarkFreshRedisCPU): every
 // 5 s that alone was 4.5 µs of Redis per event at 200,000 events/s, twice
-// the whole write path's budget; every minute it is 0.4 µs.
+// the whole write path's budget; every minute it is 0.46 µs.
 const DefaultFreshEvery = time.Minute
 
 // Params configures a Scheduler.
