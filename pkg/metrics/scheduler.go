@@ -34,7 +34,7 @@ func TickObserver(loop string, took time.Duration, err error) {
 // AddScheduler exports the age of s's results (topk_result_age_seconds)
 // until ctx ends, and makes its loops' series exist before their first tick.
 func AddScheduler(ctx context.Context, s *scheduler.Scheduler, activity bool) {
-	loops := []string{scheduler.LoopHour, scheduler.LoopLong}
+	loops := []string{scheduler.LoopHour, scheduler.LoopRollup, scheduler.LoopLong}
 	if activity {
 		loops = append(loops, scheduler.LoopActivity)
 	}

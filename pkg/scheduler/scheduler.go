@@ -9,16 +9,20 @@
 //
 // The first tick refreshes every workspace of the index, as does a tick
 // after the clock jumped by a whole window. Work is thus proportional to
-// change, not to the number of active workspaces. Then the tick merges the
-// global view's summaries into the cached global ranking.
+// change, not to the number of active workspaces.
 //
-// Each tick also rolls up the minutes whose allowed lateness has passed
-// (store.Rollup: minutes into hours, finished hours into days and the
-// all-time summary) for the workspaces that have them, and every workspace
-// active in an hour when that hour ends. The long windows (24h, 7d, 30d,
-// all time) are refreshed at their own cadence: the workspaces whose
-// counts changed since their last refresh, and, when a new hour starts,
-// every workspace active in the window, whose oldest hour just left it.
+// A loop of its own (TickRollup, at the same interval) merges the global
+// view's summaries into the cached global ranking and rolls up the minutes
+// whose allowed lateness has passed (store.Rollup: minutes into hours,
+// finished hours into days and the all-time summary) for the workspaces
+// that have them, and every workspace active in an hour when that hour
+// ends. It is a loop apart so that a slow merge or a minute's fold never
+// delays the hour's refresh, which is the rankings' freshness.
+//
+// The long windows (24h, 7d, 30d, all time) are refreshed at their own
+// cadence: the workspaces whose counts changed since their last refresh,
+// and, when a new hour starts, every workspace active in the window, whose
+// oldest hour just left it.
 // After each complete pass over a window the scheduler records a beat, so
 // readers can tell a ranking that did not change from a stale one.
 //
@@ -86,14 +90,15 @@ type Params struct {
 	// whose closed hours the scheduler rolls up (TickActivity).
 	Activity ActivityRollup
 	// OnTick, if set, is told of every tick Run makes: its loop (LoopHour,
-	// LoopLong or LoopActivity), how long it took and its error (nil on
-	// success). pkg/metrics observes tick durations and failures with it.
+	// LoopRollup, LoopLong or LoopActivity), how long it took and its error
+	// (nil on success). pkg/metrics observes tick durations and failures with it.
 	OnTick func(loop string, took time.Duration, err error)
 }
 
 // The loops of Run, as Params.OnTick names them.
 const (
-	LoopHour     = "hour"     // TickHour: the hour's rankings, the global view, the rollups
+	LoopHour     = "hour"     // TickHour: the hour's rankings
+	LoopRollup   = "rollup"   // TickRollup: the global ranking, the rollups
 	LoopLong     = "long"     // TickLong: the long windows at their cadence
 	LoopActivity = "activity" // TickActivity: the user activity rollups
 )
@@ -108,7 +113,9 @@ type ActivityRollup interface {
 }
 
 // Scheduler refreshes cached rankings on a ticker. Its methods are not safe
-// for concurrent use, except TickHour with TickLong (as Run does).
+// for concurrent use, except that TickHour, TickRollup, TickLong and
+// TickActivity may run concurrently with each other (as Run runs them),
+// each with none of its own.
 type Scheduler struct {
 	p Params
 	// lastMinute is the unix minute of the last successful tick; 0 before.
@@ -116,8 +123,9 @@ type Scheduler struct {
 	// pending holds workspaces taken from Redis by a tick that then failed,
 	// so the next tick refreshes them.
 	pending map[string]struct{}
-	global  *store.GlobalRefresher
-	// longGlobal serves TickLong, which may run concurrently with TickHour.
+	// global serves TickRollup; longGlobal serves TickLong, which may run
+	// concurrently with it.
+	global     *store.GlobalRefresher
 	longGlobal *store.GlobalRefresher
 	// mu guards the changed sets of long and fresh, which TickHour fills
 	// and TickLong drains.
@@ -127,7 +135,8 @@ type Scheduler struct {
 	// it last did (zero before).
 	fresh     map[string]struct{}
 	lastFresh time.Time
-	// lastClosed is the last minute rolled up; 0 before the first tick.
+	// lastClosed is the last minute rolled up (TickRollup); 0 before the
+	// first tick.
 	lastClosed int64
 	long       []*longState
 	// activityHour is the last user activity hour rolled up; 0 before.
@@ -155,9 +164,9 @@ const dirtyBatch = 10_000
 
 // TickStats describes one tick.
 type TickStats struct {
-	Refreshed int           // workspaces refreshed over the hour
-	Forgotten int           // workspaces that left the index
-	Closed    int           // workspace hours closed by the rollup
+	Refreshed int           // workspaces refreshed over the hour (TickHour)
+	Forgotten int           // workspaces that left the index (TickHour)
+	Closed    int           // workspace hours closed by the rollup (TickRollup)
 	Long      int           // workspace rankings of long windows refreshed
 	Took      time.Duration // wall time of the tick
 }
@@ -235,13 +244,21 @@ func (s *Scheduler) LastPass() map[string]time.Time {
 // Clock is the scheduler's clock (Params.Clock).
 func (s *Scheduler) Clock() time.Time { return s.p.Clock() }
 
-// Run ticks until ctx ends. The long windows run in a loop of their own,
-// so that their hourly passes over every active workspace never delay the
-// hour's refresh. A failed tick is logged and retried on the next one; the
-// last cached results stay readable meanwhile.
+// Run ticks until ctx ends. The rollups and the long windows run in loops
+// of their own, so that neither their folds nor their hourly passes over
+// every active workspace delay the hour's refresh. A failed tick is logged
+// and retried on the next one; the last cached results stay readable
+// meanwhile.
 func (s *Scheduler) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		s.loop(ctx, LoopRollup, "global view and rollups", func(ctx context.Context) error {
+			_, err := s.TickRollup(ctx)
+			return err
+		})
+	}()
 	go func() {
 		defer wg.Done()
 		s.loop(ctx, LoopLong, "long windows", func(ctx context.Context) error {
@@ -310,13 +327,19 @@ func (s *Scheduler) TickActivity(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// Tick runs TickHour, then TickLong, then TickActivity (if Params.Activity
-// is set), at the clock's now.
+// Tick runs TickHour, TickRollup, then TickLong, then TickActivity (if
+// Params.Activity is set), at the clock's now. Took is the wall time of
+// the first two.
 func (s *Scheduler) Tick(ctx context.Context) (TickStats, error) {
+	began := time.Now()
 	st, err := s.TickHour(ctx)
 	if err != nil {
 		return st, err
 	}
+	if st.Closed, err = s.TickRollup(ctx); err != nil {
+		return st, err
+	}
+	st.Took = time.Since(began)
 	if st.Long, err = s.TickLong(ctx); err != nil || s.p.Activity == nil {
 		return st, err
 	}
@@ -325,8 +348,8 @@ func (s *Scheduler) Tick(ctx context.Context) (TickStats, error) {
 }
 
 // TickHour refreshes the hour's rankings of the workspaces whose ranking
-// may have changed since the last tick, at the clock's now, then the global
-// ranking, and rolls up the minutes whose lateness has passed.
+// may have changed since the last tick, at the clock's now, and forgets the
+// long idle ones. Took is its wall time.
 func (s *Scheduler) TickHour(ctx context.Context) (TickStats, error) {
 	began := time.Now()
 	now := s.p.Clock()
@@ -341,14 +364,22 @@ func (s *Scheduler) TickHour(ctx context.Context) (TickStats, error) {
 	if err != nil {
 		return TickStats{}, fmt.Errorf("scheduler.tick: %w", err)
 	}
+	return TickStats{Refreshed: len(ids), Forgotten: forgotten, Took: time.Since(began)}, nil
+}
+
+// TickRollup refreshes the cached global ranking at the clock's now, then
+// rolls up the minutes whose lateness has passed, and returns the
+// workspace hours it closed.
+func (s *Scheduler) TickRollup(ctx context.Context) (int, error) {
+	now := s.p.Clock()
 	if err := s.global.Refresh(ctx, now, s.p.K); err != nil {
-		return TickStats{}, fmt.Errorf("scheduler.tick: %w", err)
+		return 0, fmt.Errorf("scheduler.rollup: %w", err)
 	}
 	closed, err := s.rollup(ctx, now)
 	if err != nil {
-		return TickStats{}, fmt.Errorf("scheduler.tick: %w", err)
+		return closed, fmt.Errorf("scheduler.rollup: %w", err)
 	}
-	return TickStats{Refreshed: len(ids), Forgotten: forgotten, Closed: closed, Took: time.Since(began)}, nil
+	return closed, nil
 }
 
 // hourWorkspaces returns the workspaces whose hour ranking may have changed
@@ -519,7 +550,7 @@ func (s *Scheduler) rollup(ctx context.Context, now time.Time) (int, error) {
 // every FreshEvery (and after any such pass), every long window's ranking,
 // that sum plus the current hour, is cached for each workspace whose hour
 // ranking changed since, so the long windows are within FreshEvery of the
-// hour's. It may run concurrently with TickHour, not with itself.
+// hour's. It may run concurrently with the other ticks, not with itself.
 func (s *Scheduler) TickLong(ctx context.Context) (int, error) {
 	if len(s.long) == 0 {
 		return 0, nil

@@ -236,3 +236,62 @@ func TestRunRefreshesUntilCancelled(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRollupsRunBesideTheHour checks that Run's loops are independent: while
+// an hour refresh is stuck, the global ranking and the rollups keep ticking
+// (and, the same loops the other way round, a slow fold or merge never holds
+// up the hour's refresh, which is the rankings' freshness).
+func TestRollupsRunBesideTheHour(t *testing.T) {
+	st, _ := setup(t, window.Hour)
+	write(t, st, "w", window.Minute(time.Now()), "c", 3)
+	stuck, release := make(chan struct{}), make(chan struct{})
+	rollups := make(chan struct{}, 100)
+	s, err := scheduler.New(scheduler.Params{
+		Store: st, Interval: 20 * time.Millisecond,
+		Refresh: func(ctx context.Context, ids []string, now time.Time, k int) error {
+			select {
+			case stuck <- struct{}{}: // the first refresh blocks until released
+				<-release
+			default:
+			}
+			return st.Refresh(ctx, ids, now, k)
+		},
+		OnTick: func(loop string, _ time.Duration, err error) {
+			if loop == scheduler.LoopRollup && err == nil {
+				select {
+				case rollups <- struct{}{}:
+				default:
+				}
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	select {
+	case <-stuck:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the hour loop never refreshed")
+	}
+	for len(rollups) > 0 { // count only the ticks after the hour got stuck
+		<-rollups
+	}
+	for i := range 3 {
+		select {
+		case <-rollups:
+		case <-time.After(10 * time.Second):
+			close(release)
+			t.Fatalf("%d rollup ticks while the hour refresh was stuck, want 3", i)
+		}
+	}
+	close(release)
+}
