@@ -72,7 +72,7 @@ func (s *Store) Rollup(ctx context.Context, workspaces []string, closed int64) (
 	)
 	for len(workspaces) > 0 {
 		var more []string
-		err := s.perWorkspaceCalls(workspaces, rollupGroupsPerCall, func(part []string) error {
+		err := s.perWorkspaceCalls(workspaces, rollupGroupsPerCall, s.opts.ParallelCalls, func(part []string) error {
 			ks, callArgs := s.groups(part, args, func(wk keys.Workspace) []string { return []string{wk.Roll(), wk.Fold()} })
 			reply, err := lua.Rollup.Exec(ctx, s.c, ks, callArgs).AsIntSlice()
 			if err != nil {
@@ -127,7 +127,7 @@ func (s *Store) RefreshSums(ctx context.Context, workspaces []string, now time.T
 	}
 	args := windowArgs(wins, strconv.FormatInt(now.UnixMilli(), 10), strconv.FormatInt(window.Minute(now), 10),
 		strconv.Itoa(s.opts.Rollup.Keep), seconds(LongTTL))
-	err := s.perWorkspaceCalls(workspaces, windowsGroupsPerCall, func(part []string) error {
+	err := s.perWorkspaceCalls(workspaces, windowsGroupsPerCall, longCallsInFlight, func(part []string) error {
 		ks, callArgs := s.groups(part, args, func(wk keys.Workspace) []string { return []string{wk.Roll(), wk.Fold()} })
 		return lua.Windows.Exec(ctx, s.c, ks, callArgs).Error()
 	})
@@ -170,7 +170,7 @@ func (s *Store) refreshFresh(ctx context.Context, fresh script, workspaces []str
 	}
 	args := windowArgs(wins, strconv.FormatInt(now.UnixMilli(), 10), strconv.FormatInt(window.Minute(now), 10),
 		strconv.Itoa(k), strconv.Itoa(freshCandidates*k), seconds(LongTTL))
-	err := s.perWorkspaceCalls(workspaces, freshGroupsPerCall, func(part []string) error {
+	err := s.perWorkspaceCalls(workspaces, freshGroupsPerCall, longCallsInFlight, func(part []string) error {
 		ks, callArgs := s.groups(part, args, func(wk keys.Workspace) []string {
 			return []string{wk.Roll(), wk.Fold(), wk.Top(keys.Window1h)}
 		})
@@ -187,10 +187,21 @@ func (s *Store) refreshFresh(ctx context.Context, fresh script, workspaces []str
 // stale (and flagged) answer rather than none.
 const LongTTL = 24 * time.Hour
 
+// longCallsInFlight bounds the calls in flight of a long windows' pass
+// (windows.lua and fresh.lua, over every workspace whose ranking changed:
+// under workload A, a few seconds of Redis time each minute). At
+// ParallelCalls' 16 such a pass filled the shared pipeline and held Redis
+// for seconds, and the writers' and the hour refresh's calls queued behind
+// it: lag spiked and the hour ranking's freshness p99 rose by a second.
+// Two in flight leave Redis time for them between calls; the pass, in its
+// own loop, just takes longer (BENCHMARKS.md, "The long windows' passes,
+// paced").
+const longCallsInFlight = 2
+
 // windowsGroupsPerCall is how many workspaces one windows.lua call
 // carries: one, since a window's union reads the workspace's open hour,
 // which for the busiest workspace of workload A has 10,000 members (tens
-// of ms for the four windows); calls run 16 at a time all the same.
+// of ms for the four windows), so that no call holds Redis for long.
 const windowsGroupsPerCall = 1
 
 // windowArgs is head, then the number of windows and each one's name and
@@ -217,14 +228,14 @@ func (s *Store) groups(part, args []string, keysOf func(keys.Workspace) []string
 }
 
 // perWorkspaceCalls runs fn over the workspaces in parts of per (one on a
-// cluster: one slot per call), in parallel, and returns the first error
-// with the number of workspaces that failed.
-func (s *Store) perWorkspaceCalls(workspaces []string, per int, fn func(part []string) error) error {
+// cluster: one slot per call), inFlight at a time, and returns the first
+// error with the number of workspaces that failed.
+func (s *Store) perWorkspaceCalls(workspaces []string, per, inFlight int, fn func(part []string) error) error {
 	if s.cluster {
 		per = 1
 	}
 	calls := (len(workspaces) + per - 1) / per
-	failed, firstErr := par.Errors(calls, s.opts.ParallelCalls, func(i int) error {
+	failed, firstErr := par.Errors(calls, inFlight, func(i int) error {
 		part := workspaces[i*per : min((i+1)*per, len(workspaces))]
 		if err := fn(part); err != nil {
 			return fmt.Errorf("workspace %q and %d more: %w", part[0], len(part)-1, err)

@@ -55,7 +55,8 @@ type Options struct {
 	Candidates int
 	// ParallelCalls bounds the script calls in flight at once. rueidis
 	// pipelines concurrent calls on one connection, so this is also the
-	// pipeline depth.
+	// pipeline depth. The long windows' passes keep fewer in flight
+	// (longCallsInFlight), so that they never crowd out the writers.
 	ParallelCalls int
 	// Global configures the global (cross-workspace) view; see global.go.
 	Global GlobalOptions
