@@ -108,14 +108,8 @@ func BenchmarkFreshRedisCPU(b *testing.B) {
 			cpu1, _ := redisCPU(b, c)
 			base += cpu1 - cpu0
 		}
-		cpu0, cmds0 := redisCPU(b, c)
-		b.StartTimer()
-		if err := st.RefreshFresh(ctx, ids, now, benchK, window.Longs); err != nil {
-			b.Fatal(err)
-		}
-		b.StopTimer()
-		cpu1, cmds1 := redisCPU(b, c)
-		cpu, cmds = cpu+cpu1-cpu0, cmds+cmds1-cmds0
+		dc, dn := redisSpent(b, c, func() error { return st.RefreshFresh(ctx, ids, now, benchK, window.Longs) })
+		cpu, cmds = cpu+dc, cmds+dn
 		b.StartTimer()
 	}
 	b.ReportMetric(cpu*1e6/float64(b.N*len(ids)), "redis-µs/workspace")

@@ -74,14 +74,8 @@ func BenchmarkSumsRedisCPU(b *testing.B) {
 	var cpu, cmds float64
 	for range b.N {
 		b.StopTimer()
-		cpu0, cmds0 := redisCPU(b, c)
-		b.StartTimer()
-		if err := st.RefreshSums(ctx, ids, now, wins); err != nil {
-			b.Fatal(err)
-		}
-		b.StopTimer()
-		cpu1, cmds1 := redisCPU(b, c)
-		cpu, cmds = cpu+cpu1-cpu0, cmds+cmds1-cmds0
+		dc, dn := redisSpent(b, c, func() error { return st.RefreshSums(ctx, ids, now, wins) })
+		cpu, cmds = cpu+dc, cmds+dn
 		b.StartTimer()
 	}
 	b.ReportMetric(cpu*1e6/float64(b.N*len(ids)), "redis-µs/workspace")
