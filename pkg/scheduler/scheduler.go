@@ -250,31 +250,28 @@ func (s *Scheduler) Clock() time.Time { return s.p.Clock() }
 // and retried on the next one; the last cached results stay readable
 // meanwhile.
 func (s *Scheduler) Run(ctx context.Context) error {
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		s.loop(ctx, LoopRollup, "global view and rollups", func(ctx context.Context) error {
-			_, err := s.TickRollup(ctx)
+	// ticker drops a tick's count: loop needs only its error.
+	ticker := func(tick func(context.Context) (int, error)) func(context.Context) error {
+		return func(ctx context.Context) error {
+			_, err := tick(ctx)
 			return err
-		})
-	}()
-	go func() {
-		defer wg.Done()
-		s.loop(ctx, LoopLong, "long windows", func(ctx context.Context) error {
-			_, err := s.TickLong(ctx)
-			return err
-		})
-	}()
+		}
+	}
+	// side is a loop beside the hour's, in a goroutine of its own.
+	type side struct {
+		name, what string
+		tick       func(context.Context) error
+	}
+	loops := []side{
+		{LoopRollup, "global view and rollups", ticker(s.TickRollup)},
+		{LoopLong, "long windows", ticker(s.TickLong)},
+	}
 	if s.p.Activity != nil {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.loop(ctx, LoopActivity, "user activity", func(ctx context.Context) error {
-				_, err := s.TickActivity(ctx)
-				return err
-			})
-		}()
+		loops = append(loops, side{LoopActivity, "user activity", ticker(s.TickActivity)})
+	}
+	var wg sync.WaitGroup
+	for _, l := range loops {
+		wg.Go(func() { s.loop(ctx, l.name, l.what, l.tick) })
 	}
 	s.loop(ctx, LoopHour, "hour", func(ctx context.Context) error {
 		_, err := s.TickHour(ctx)
