@@ -127,7 +127,7 @@ func (s *Store) RefreshSums(ctx context.Context, workspaces []string, now time.T
 	}
 	args := windowArgs(wins, strconv.FormatInt(now.UnixMilli(), 10), strconv.FormatInt(window.Minute(now), 10),
 		strconv.Itoa(s.opts.Rollup.Keep), seconds(LongTTL))
-	err := s.perWorkspaceCalls(workspaces, windowsGroupsPerCall, longCallsInFlight, func(part []string) error {
+	err := s.perWorkspaceCalls(workspaces, windowsGroupsPerCall, min(longCallsInFlight, s.opts.ParallelCalls), func(part []string) error {
 		ks, callArgs := s.groups(part, args, func(wk keys.Workspace) []string { return []string{wk.Roll(), wk.Fold()} })
 		return lua.Windows.Exec(ctx, s.c, ks, callArgs).Error()
 	})
@@ -170,7 +170,7 @@ func (s *Store) refreshFresh(ctx context.Context, fresh script, workspaces []str
 	}
 	args := windowArgs(wins, strconv.FormatInt(now.UnixMilli(), 10), strconv.FormatInt(window.Minute(now), 10),
 		strconv.Itoa(k), strconv.Itoa(freshCandidates*k), seconds(LongTTL))
-	err := s.perWorkspaceCalls(workspaces, freshGroupsPerCall, longCallsInFlight, func(part []string) error {
+	err := s.perWorkspaceCalls(workspaces, freshGroupsPerCall, min(longCallsInFlight, s.opts.ParallelCalls), func(part []string) error {
 		ks, callArgs := s.groups(part, args, func(wk keys.Workspace) []string {
 			return []string{wk.Roll(), wk.Fold(), wk.Top(keys.Window1h)}
 		})
@@ -193,9 +193,9 @@ const LongTTL = 24 * time.Hour
 // ParallelCalls' 16 such a pass filled the shared pipeline and held Redis
 // for seconds, and the writers' and the hour refresh's calls queued behind
 // it: lag spiked and the hour ranking's freshness p99 rose by a second.
-// Two in flight leave Redis time for them between calls; the pass, in its
-// own loop, just takes longer (BENCHMARKS.md, "The long windows' passes,
-// paced").
+// Two in flight (or ParallelCalls, if fewer) leave Redis time for them
+// between calls; the pass, in its own loop, just takes longer
+// (BENCHMARKS.md, "The long windows' passes, paced").
 const longCallsInFlight = 2
 
 // windowsGroupsPerCall is how many workspaces one windows.lua call
