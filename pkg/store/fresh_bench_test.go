@@ -2,7 +2,9 @@ package store_test
 
 import (
 	"context"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -40,7 +42,6 @@ import (
 // comparison on a noisy machine.
 // Run: go test -run '^$' -bench FreshRedisCPU -benchtime 3x ./pkg/store/
 func BenchmarkFreshRedisCPU(b *testing.B) {
-	const events = 200_000
 	flushes, before := envInt("TOPK_BENCH_FLUSHES", int(scheduler.DefaultFreshEvery/time.Second)), envInt("TOPK_BENCH_HOUR_FLUSHES", 20)
 	var baseline *rueidis.Lua
 	if path := os.Getenv("TOPK_BENCH_BASELINE"); path != "" {
@@ -64,35 +65,15 @@ func BenchmarkFreshRedisCPU(b *testing.B) {
 	now := time.Now()
 	m := window.Minute(now)
 	seen := map[string]struct{}{}
-	workspaces := func() []string {
-		ids := make([]string, 0, len(seen))
-		for id := range seen {
-			ids = append(ids, id)
-		}
-		return ids
-	}
-	fill := func(minute int64, flushes int) {
-		for range flushes {
-			counts := store.Counts{}
-			for range events {
-				ev := gen.Next(now)
-				counts.Add(ev.WorkspaceID, minute, ev.ChannelID, 1)
-				seen[ev.WorkspaceID] = struct{}{}
-			}
-			if err := st.Apply(ctx, st.Prepare(counts)); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
-	fill(m-60, before) // the hour before: folded, closed and summed
-	if _, err := st.Rollup(ctx, workspaces(), m-1); err != nil {
+	fillMinute(b, st, gen, now, m-60, before, seen) // the hour before: folded, closed and summed
+	if _, err := st.Rollup(ctx, slices.Collect(maps.Keys(seen)), m-1); err != nil {
 		b.Fatal(err)
 	}
-	if err := st.RefreshSums(ctx, workspaces(), now, window.Longs); err != nil {
+	if err := st.RefreshSums(ctx, slices.Collect(maps.Keys(seen)), now, window.Longs); err != nil {
 		b.Fatal(err)
 	}
-	fill(m, flushes)
-	ids := workspaces()
+	fillMinute(b, st, gen, now, m, flushes, seen)
+	ids := slices.Collect(maps.Keys(seen))
 	if err := st.Refresh(ctx, ids, now, benchK); err != nil {
 		b.Fatal(err)
 	}
@@ -113,10 +94,30 @@ func BenchmarkFreshRedisCPU(b *testing.B) {
 		b.StartTimer()
 	}
 	b.ReportMetric(cpu*1e6/float64(b.N*len(ids)), "redis-µs/workspace")
-	b.ReportMetric(cpu*1e6/float64(b.N*flushes*events), "redis-µs/event")
+	b.ReportMetric(cpu*1e6/float64(b.N*flushes*flushEvents), "redis-µs/event")
 	b.ReportMetric(cmds/float64(b.N*len(ids)), "commands/workspace")
 	if baseline != nil {
 		b.ReportMetric(base*1e6/float64(b.N*len(ids)), "baseline-µs/workspace")
+	}
+}
+
+// flushEvents is the events of one flush of fillMinute: 1 s at 200,000
+// events/s.
+const flushEvents = 200_000
+
+// fillMinute applies flushes flushes of flushEvents workload-A events from
+// gen, at now, into unix minute minute, and adds their workspaces to seen.
+func fillMinute(b *testing.B, st *store.Store, gen *loadgen.Generator, now time.Time, minute int64, flushes int, seen map[string]struct{}) {
+	for range flushes {
+		counts := store.Counts{}
+		for range flushEvents {
+			ev := gen.Next(now)
+			counts.Add(ev.WorkspaceID, minute, ev.ChannelID, 1)
+			seen[ev.WorkspaceID] = struct{}{}
+		}
+		if err := st.Apply(context.Background(), st.Prepare(counts)); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 

@@ -127,7 +127,7 @@ func (s *Store) RefreshSums(ctx context.Context, workspaces []string, now time.T
 	}
 	args := windowArgs(wins, strconv.FormatInt(now.UnixMilli(), 10), strconv.FormatInt(window.Minute(now), 10),
 		strconv.Itoa(s.opts.Rollup.Keep), seconds(LongTTL))
-	err := s.perWorkspaceCalls(workspaces, windowsGroupsPerCall, min(longCallsInFlight, s.opts.ParallelCalls), func(part []string) error {
+	err := s.perWorkspaceCalls(workspaces, windowsGroupsPerCall, s.longPassCalls(), func(part []string) error {
 		ks, callArgs := s.groups(part, args, func(wk keys.Workspace) []string { return []string{wk.Roll(), wk.Fold()} })
 		return lua.Windows.Exec(ctx, s.c, ks, callArgs).Error()
 	})
@@ -170,7 +170,7 @@ func (s *Store) refreshFresh(ctx context.Context, fresh script, workspaces []str
 	}
 	args := windowArgs(wins, strconv.FormatInt(now.UnixMilli(), 10), strconv.FormatInt(window.Minute(now), 10),
 		strconv.Itoa(k), strconv.Itoa(freshCandidates*k), seconds(LongTTL))
-	err := s.perWorkspaceCalls(workspaces, freshGroupsPerCall, min(longCallsInFlight, s.opts.ParallelCalls), func(part []string) error {
+	err := s.perWorkspaceCalls(workspaces, freshGroupsPerCall, s.longPassCalls(), func(part []string) error {
 		ks, callArgs := s.groups(part, args, func(wk keys.Workspace) []string {
 			return []string{wk.Roll(), wk.Fold(), wk.Top(keys.Window1h)}
 		})
@@ -197,6 +197,9 @@ const LongTTL = 24 * time.Hour
 // between calls; the pass, in its own loop, just takes longer
 // (BENCHMARKS.md, "The long windows' passes, paced").
 const longCallsInFlight = 2
+
+// longPassCalls is how many calls a long windows' pass keeps in flight.
+func (s *Store) longPassCalls() int { return min(longCallsInFlight, s.opts.ParallelCalls) }
 
 // windowsGroupsPerCall is how many workspaces one windows.lua call
 // carries: one, since a window's union reads the workspace's open hour,

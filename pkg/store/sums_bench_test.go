@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"maps"
 	"os"
 	"slices"
 	"testing"
@@ -27,7 +28,7 @@ import (
 // minute (TOPK_BENCH_WINDOW=24h sums that window only).
 // Run: go test -run '^$' -bench SumsRedisCPU -benchtime 3x ./pkg/store/
 func BenchmarkSumsRedisCPU(b *testing.B) {
-	const events, rate = 200_000, 200_000
+	const rate = 200_000 // events/s, so that a flush is a second of traffic
 	hours, flushes := envInt("TOPK_BENCH_HOURS", 23), envInt("TOPK_BENCH_HOUR_FLUSHES", 2)
 	wins := window.Longs
 	if name := os.Getenv("TOPK_BENCH_WINDOW"); name != "" {
@@ -51,22 +52,9 @@ func BenchmarkSumsRedisCPU(b *testing.B) {
 	m := window.Minute(now)
 	seen := map[string]struct{}{}
 	for h := hours; h >= 1; h-- {
-		for range flushes {
-			counts := store.Counts{}
-			for range events {
-				ev := gen.Next(now)
-				counts.Add(ev.WorkspaceID, m-60*int64(h), ev.ChannelID, 1)
-				seen[ev.WorkspaceID] = struct{}{}
-			}
-			if err := st.Apply(ctx, st.Prepare(counts)); err != nil {
-				b.Fatal(err)
-			}
-		}
+		fillMinute(b, st, gen, now, m-60*int64(h), flushes, seen)
 	}
-	ids := make([]string, 0, len(seen))
-	for id := range seen {
-		ids = append(ids, id)
-	}
+	ids := slices.Collect(maps.Keys(seen))
 	if _, err := st.Rollup(ctx, ids, m-1); err != nil {
 		b.Fatal(err)
 	}
