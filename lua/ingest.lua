@@ -16,6 +16,7 @@
 --   fence     <prefix>:{w:<ws>}:fence           hash, source -> the last offset
 --             whose counts are applied
 --   roll      <prefix>:{w:<ws>}:roll            hash, the rollup watermarks (rollup.lua)
+--             and the hours of the long windows' sums (windows.lua)
 --   fold      <prefix>:{w:<ws>}:fold            sorted set, minutes not folded yet
 --   cand      <prefix>:{w:<ws>}:win:1h:cand     sorted set, the window's candidates
 --   floor     <prefix>:{w:<ws>}:win:1h:floor    string, the candidates' floor
@@ -37,11 +38,13 @@
 --   chunk     "" for a part that holds the group's every channel, or the
 --             chunk number 0..255 of the channels it holds (pkg/store's
 --             fenceChunk: FNV-1a of the channel id, mod 256)
--- Reply    array: pairs applied, events skipped as already applied, then
---          for each part that overlaps its fence: the group's number in
---          the call (from 1), the part's number in the group (from 1) and
---          the fence, or -1 for a whole part whose chunks are fenced apart
---          (the caller sends the group again in chunks).
+-- Reply    array: pairs applied, events skipped as already applied, 1 if
+--          the call's counts may change a long window's sum (see below;
+--          else 0), then for each part that overlaps its fence: the
+--          group's number in the call (from 1), the part's number in the
+--          group (from 1) and the fence, or -1 for a whole part whose
+--          chunks are fenced apart (the caller sends the group again in
+--          chunks).
 --
 -- Exactly once per workspace and source, by fence.lua's protocol: the
 -- fence of a whole part is field "<source>", of a chunk "<source>#<chunk>".
@@ -70,6 +73,17 @@
 -- hour, day and all-time keys are named from base; the
 -- all-time summary takes a new item at its floor, as rollup.lua does). A
 -- minute not folded yet is recorded in fold for rollup.lua.
+--
+-- Long windows' sums: windows.lua sums each long window's hours before
+-- the current one, and records in roll, as "s:<window>", the hour it
+-- summed for. Such a sum changes only when a count lands in an hour it
+-- covers, so the reply says 1 when a group has counts for an hour other
+-- than one of its sums', or has no sum yet: then the caller adds the
+-- call's workspaces to the set the scheduler re-sums from
+-- (topk:dirty:sums). Counts of the hour every sum is for, the steady
+-- state, need no new sum. The verdict reads the counts' minutes, not what
+-- the fences let through, so a replay after a crash before that set was
+-- written says it again.
 --
 -- Everything happens in one atomic script, so a bucket never has counts
 -- without its TTL and win never disagrees with the buckets. The "#!lua"
@@ -146,15 +160,51 @@ local function trim(cand, floor_key, floor, c)
   return floor
 end
 
+-- roll_marks reads a workspace's roll hash, a handful of fields: the
+-- rollups' watermarks by name, and the hours of its long windows' sums.
+local function roll_marks(roll)
+  local fields = redis.call('HGETALL', roll)
+  local marks, sums = {}, {}
+  for j = 1, #fields, 2 do
+    if string.sub(fields[j], 1, 2) == 's:' then
+      sums[#sums + 1] = tonumber(fields[j + 1])
+    else
+      marks[fields[j]] = tonumber(fields[j + 1])
+    end
+  end
+  return marks, sums
+end
+
+-- resums says whether counts for the b minutes from ARGV[at] (every other
+-- value) may change one of the sums whose hours are sums (see above).
+local function resums(sums, at, b)
+  if #sums == 0 then
+    return true
+  end
+  for i = 0, b - 1 do
+    local hour = math.floor(tonumber(ARGV[at + 2 * i]) / 60)
+    for _, h in ipairs(sums) do
+      if h ~= hour then
+        return true
+      end
+    end
+  end
+  return false
+end
+
 local hret, dret, c = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local k, a, group = 1, 4, 0
-local applied, skipped, overlaps = 0, 0, {}
+local applied, skipped, overlaps, resum = 0, 0, {}, 0
 while k <= #KEYS do
   group = group + 1
   local win, minutes, fence = KEYS[k], KEYS[k + 2], KEYS[k + 3]
   local base, source, first, last, b = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
   local bucket_args = a + 5 -- minute_i, expire_at_i
   a = bucket_args + 2 * b
+  local marks, sums = roll_marks(KEYS[k + 4])
+  if resum == 0 and resums(sums, bucket_args, b) then
+    resum = 1
+  end
   -- Read every part, and judge each against its fence (one HMGET).
   local parts, fields = {}, { source, source .. '#max' }
   local p = tonumber(ARGV[a])
@@ -187,8 +237,7 @@ while k <= #KEYS do
     local through = tonumber(redis.call('GET', KEYS[k + 1]))
     local roll, fold, cand, floor_key = KEYS[k + 4], KEYS[k + 5], KEYS[k + 6], KEYS[k + 7]
     local cand_floor = tonumber(redis.call('GET', floor_key)) or 0
-    local marks = redis.call('HMGET', roll, 'h', 'c', 'floor', 'f')
-    local folded, closed, floor, first_hour = tonumber(marks[1]), tonumber(marks[2]), tonumber(marks[3]) or 0, tonumber(marks[4])
+    local folded, closed, floor, first_hour = marks.h, marks.c, marks.floor or 0, marks.f
     local latest, latest_in_win = 0, 0
     -- Counts that rose above the floor, written to cand at once (one
     -- sorted-set call instead of one per channel; a channel listed twice,
@@ -273,4 +322,4 @@ while k <= #KEYS do
   end
   k = k + 8 + b
 end
-return fenced_reply({ applied, skipped }, overlaps)
+return fenced_reply({ applied, skipped, resum }, overlaps)

@@ -29,6 +29,8 @@
 -- hour, and the minute buckets of those hours not folded yet (fold). Each
 -- hour bucket holds exactly the minutes folded into it, so no count is
 -- added twice or missed. meta's hour is H: the sum is for that hour only.
+-- roll's "s:<window>" says so too, for ingest.lua, which tells the
+-- scheduler about counts that may change a sum (for another hour).
 --
 -- Bounds: a truncated bucket may lack up to its cut of any member, so a
 -- member's true count lies between its count and its count plus the sum of
@@ -173,7 +175,7 @@ for i = 1, #KEYS, 2 do
   for _, m in ipairs(redis.call('ZRANGE', fold, 0, -1)) do
     pending[#pending + 1] = { minute = tonumber(m), key = base .. 'm:' .. m }
   end
-  local counts = {}
+  local counts, summed = {}, {}
   for j = 6, 5 + 2 * nwin, 2 do
     local name, hours = ARGV[j], tonumber(ARGV[j + 1])
     if hours == 0 then
@@ -181,7 +183,9 @@ for i = 1, #KEYS, 2 do
     else
       counts[#counts + 1] = span(base, name, hours, closed, first_hour, pending)
     end
+    summed[#summed + 1], summed[#summed + 2] = 's:' .. name, hour
   end
+  redis.call('HSET', roll, unpack(summed))
   replies[#replies + 1] = counts
 end
 return replies

@@ -12,13 +12,14 @@
 //	topk:{w:<ws>}:d:<unix_day>:cut  STRING bound on what the day bucket left out
 //	topk:{w:<ws>}:all               ZSET  all-time summary of the closed hours (Space-Saving merge)
 //	topk:{w:<ws>}:all:err           ZSET  item -> error of its all-time count
-//	topk:{w:<ws>}:roll              HASH  rollup watermarks: h (last minute folded), c (last hour closed), floor
+//	topk:{w:<ws>}:roll              HASH  rollup watermarks: h (last minute folded), c (last hour closed), floor, f; s:<window> (hour of the window's sum)
 //	topk:{w:<ws>}:fold              ZSET  minutes with counts not folded into their hour yet
 //	topk:{w:<ws>}:top:<window>      ZSET  cached top K over window (1h, 24h, 7d, 30d, all)
 //	topk:{w:<ws>}:top:<window>:meta HASH  computed_at, window_start, window_end, k, error_bound, next
 //	topk:{w:<ws>}:top:all:err       HASH  item -> error bound of its all-time count
 //	topk:workspaces                 ZSET  member=raw workspace id, score=last active unix minute
 //	topk:dirty                      SET   workspaces changed since the scheduler last refreshed them
+//	topk:dirty:sums                 SET   workspaces whose counts may change a long window's sum
 //	topk:mws:<unix_minute>          SET   workspaces with a bucket for that minute
 //	topk:beat:<window>              STRING unix ms of the scheduler's last complete pass over window
 //
@@ -90,6 +91,13 @@ func (s Space) Prefix() string { return s.prefix }
 // Dirty is the set of workspaces whose counts changed since the scheduler
 // last refreshed them. Writers add to it after their counts landed.
 func (s Space) Dirty() string { return s.prefix + ":dirty" }
+
+// SumsDirty is the set of workspaces with counts that may change one of
+// their long windows' sums of the hours before the current one: counts for
+// another hour than the sum's (late events), or a workspace with no sum
+// yet. Writers add to it after their counts landed (see ingest.lua); the
+// scheduler re-sums its workspaces at each window's cadence.
+func (s Space) SumsDirty() string { return s.prefix + ":dirty:sums" }
 
 // MinuteWorkspaces is the set of workspaces with a bucket for unix minute m,
 // so the scheduler knows whose window shrinks when m leaves it.

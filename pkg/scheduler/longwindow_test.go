@@ -2,6 +2,8 @@ package scheduler_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,4 +48,99 @@ func TestLongWindowEmptiesWhenActivityLeaves(t *testing.T) {
 		t.Errorf("24h at %s: %v (window_start %s, computed_at %s), want no entries",
 			now.Format(time.RFC3339), res.Entries, res.WindowStart.UTC().Format(time.RFC3339), res.ComputedAt.UTC().Format(time.RFC3339))
 	}
+}
+
+// TestLongWindowSumsFollowTheirHours: a long window's sum of the hours
+// before the current one is recomputed at its cadence only for the
+// workspaces with counts it lacks. Here a lagging worker's late count for
+// the hour before (outside the hour window, so only a new sum can show
+// it) reaches the workspace's 24h sum and ranking at the next minute's
+// pass, its 7d sum at the next five minutes' pass and its all-time sum at
+// the next fifteen minutes' pass, while a workspace with counts of the
+// current hour only keeps the sums of the new hour's pass.
+func TestLongWindowSumsFollowTheirHours(t *testing.T) {
+	r := testenv.Redis(t)
+	c := testenv.Client(t, r.Addr())
+	ctx := context.Background()
+	st := store.New(c, keys.New(""), window.Window{Minutes: 60, Grace: time.Hour}, store.Options{})
+	hour := time.Now().UTC().Truncate(time.Hour).Add(72 * time.Hour) // in the future: nothing expires
+	now := hour.Add(10 * time.Minute)
+	s, err := scheduler.New(scheduler.Params{Store: st, K: 10, Clock: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply := func(ws string, at time.Time, ch string, n int64) {
+		t.Helper()
+		counts := store.Counts{}
+		counts.Add(ws, window.Minute(at), ch, n)
+		if err := st.Apply(ctx, st.Prepare(counts)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tick := func(at time.Time) {
+		t.Helper()
+		now = at
+		if _, err := s.Tick(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// sums is each long window's sum's count of channel x (windows.lua's
+	// base:<window>), and when it was computed.
+	sums := func(ws string) map[string]string {
+		t.Helper()
+		base := keys.New("").Workspace(ws).Base()
+		out := map[string]string{}
+		for _, w := range window.Longs {
+			x, err := c.Do(ctx, c.B().Zscore().Key(base+"base:"+w.Name).Member("x").Build()).ToString()
+			if err != nil {
+				t.Fatalf("%s's %s sum: %v", ws, w.Name, err)
+			}
+			at, err := c.Do(ctx, c.B().Hget().Key(base+"base:"+w.Name+":meta").Field("computed_at").Build()).ToString()
+			if err != nil {
+				t.Fatalf("%s's %s sum: %v", ws, w.Name, err)
+			}
+			out[w.Name] = x + " at " + at
+		}
+		return out
+	}
+	// check compares ws's sums with was: those of wantX recomputed, with
+	// x at its value there, the others as they were.
+	check := func(ws string, was map[string]string, wantX map[string]string) map[string]string {
+		t.Helper()
+		got := sums(ws)
+		for _, w := range window.Longs {
+			if x, moved := wantX[w.Name]; moved {
+				if got[w.Name] == was[w.Name] || !strings.HasPrefix(got[w.Name], x+" ") {
+					t.Errorf("%s's %s sum at %s: x = %s, was %s; want x = %s, recomputed", ws, w.Name, now.Sub(hour), got[w.Name], was[w.Name], x)
+				}
+			} else if got[w.Name] != was[w.Name] {
+				t.Errorf("%s's %s sum at %s: x = %s, was %s; want it not recomputed", ws, w.Name, now.Sub(hour), got[w.Name], was[w.Name])
+			}
+		}
+		return got
+	}
+	apply("late", hour.Add(10*time.Minute), "x", 5)
+	apply("steady", hour.Add(10*time.Minute), "x", 5)
+	tick(hour.Add(10*time.Minute + 5*time.Second))
+
+	next := hour.Add(time.Hour)
+	tick(next.Add(20 * time.Minute)) // the new hour's pass sums both
+	late, steady := sums("late"), sums("steady")
+	apply("steady", next.Add(20*time.Minute), "y", 1)
+	apply("late", next.Add(20*time.Minute), "y", 1)
+	apply("late", hour.Add(15*time.Minute), "x", 7) // the hour before, an hour late
+	tick(next.Add(21*time.Minute + 5*time.Second))
+	late = check("late", late, map[string]string{"24h": "12"})
+	res, err := st.ReadTop(ctx, "late", "24h", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(res.Entries); got != fmt.Sprint(testenv.ExactTop(map[string]int64{"x": 12, "y": 1}, 10)) {
+		t.Errorf("late's 24h ranking: %s, want x 12 and y 1", got)
+	}
+	tick(next.Add(25*time.Minute + 5*time.Second))
+	late = check("late", late, map[string]string{"7d": "12", "30d": "12"})
+	tick(next.Add(35*time.Minute + 5*time.Second))
+	check("late", late, map[string]string{"all": "12"})
+	check("steady", steady, nil)
 }

@@ -19,10 +19,14 @@
 // ends. It is a loop apart so that a slow merge or a minute's fold never
 // delays the hour's refresh, which is the rankings' freshness.
 //
-// The long windows (24h, 7d, 30d, all time) are refreshed at their own
-// cadence: the workspaces whose counts changed since their last refresh,
-// and, when a new hour starts, every workspace active in the window, whose
-// oldest hour just left it.
+// The long windows (24h, 7d, 30d, all time) are refreshed in two parts.
+// Each window's sum of the hours before the current one is recomputed at
+// the window's cadence for the workspaces whose counts may have changed it
+// (the sums' dirty set: counts for an earlier hour, or a workspace with no
+// sum yet; writers add them), and, when a new hour starts, for every
+// workspace active in the window, whose oldest hour just left it. Every
+// FreshEvery, the workspaces whose hour ranking changed have the current
+// hour added to those sums.
 // After each complete pass over a window the scheduler records a beat, so
 // readers can tell a ranking that did not change from a stale one.
 //
@@ -127,8 +131,8 @@ type Scheduler struct {
 	// concurrently with it.
 	global     *store.GlobalRefresher
 	longGlobal *store.GlobalRefresher
-	// mu guards the changed sets of long and fresh, which TickHour fills
-	// and TickLong drains.
+	// mu guards fresh, which TickHour fills and TickLong drains, and the
+	// changed sets of long.
 	mu sync.Mutex
 	// fresh holds the workspaces whose hour ranking changed since TickLong
 	// last refreshed their long windows' current hour; lastFresh is when
@@ -154,8 +158,8 @@ type longState struct {
 	win     window.Long
 	cadence time.Duration
 	last    time.Time // clock time of the last complete refresh; zero before
-	// changed holds the workspaces whose counts changed since the last
-	// refresh of the window.
+	// changed holds the workspaces whose counts may have changed the
+	// window's sum since its last pass (addSumsDirty).
 	changed map[string]struct{}
 }
 
@@ -449,19 +453,14 @@ func addIDs(set map[string]struct{}, ids []string) {
 	}
 }
 
-// refreshHour refreshes the hour rankings of ids at now, marks them changed
-// for the long windows (TickLong), clears the pending set and records the
-// hour window's pass (its beat).
+// refreshHour refreshes the hour rankings of ids at now, marks them for the
+// long windows' current hour (TickLong), clears the pending set and records
+// the hour window's pass (its beat).
 func (s *Scheduler) refreshHour(ctx context.Context, ids []string, now time.Time) error {
 	if err := s.p.Refresh(ctx, ids, now, s.p.K); err != nil {
 		return err
 	}
 	s.mu.Lock()
-	for _, l := range s.long {
-		for _, id := range ids {
-			l.changed[id] = struct{}{}
-		}
-	}
 	for _, id := range ids {
 		s.fresh[id] = struct{}{}
 	}
@@ -543,7 +542,8 @@ func (s *Scheduler) rollup(ctx context.Context, now time.Time) (int, error) {
 // TickLong refreshes the long windows at the clock's now and returns the
 // number of workspace rankings refreshed. Each window's sum of the hours
 // before the current one is recomputed at the window's cadence (and at
-// every new hour), for the workspaces whose counts changed since; then,
+// every new hour), for the workspaces whose counts may have changed it
+// since (addSumsDirty); then,
 // every FreshEvery (and after any such pass), every long window's ranking,
 // that sum plus the current hour, is cached for each workspace whose hour
 // ranking changed since, so the long windows are within FreshEvery of the
@@ -553,6 +553,9 @@ func (s *Scheduler) TickLong(ctx context.Context) (int, error) {
 		return 0, nil
 	}
 	now := s.p.Clock()
+	if err := s.addSumsDirty(ctx); err != nil {
+		return 0, fmt.Errorf("scheduler.tick_long: %w", err)
+	}
 	fresh := map[string]struct{}{}
 	wins := make([]window.Long, len(s.long))
 	for i, l := range s.long {
@@ -612,9 +615,28 @@ func (s *Scheduler) TickLong(ctx context.Context) (int, error) {
 	return len(ids), nil
 }
 
+// addSumsDirty empties the sums' dirty set (store.PopSumsDirty: the
+// workspaces whose counts may have changed a long window's sum) into every
+// long window's changed set, dirtyBatch at a time.
+func (s *Scheduler) addSumsDirty(ctx context.Context) error {
+	for {
+		ids, err := s.p.Store.PopSumsDirty(ctx, dirtyBatch)
+		for _, l := range s.long { // keep what was popped even if a later step fails
+			s.keepChanged(l, ids)
+		}
+		if err != nil {
+			return err
+		}
+		if len(ids) < dirtyBatch {
+			return nil
+		}
+	}
+}
+
 // dueSums reports whether window l's sums are due at now and, if so, takes
-// the workspaces whose sums to recompute: those whose counts changed since
-// the last pass and, at a new hour, every workspace active in the window.
+// the workspaces whose sums to recompute: those whose counts may have
+// changed them since the last pass and, at a new hour, every workspace
+// active in the window.
 func (s *Scheduler) dueSums(ctx context.Context, l *longState, now time.Time) ([]string, bool, error) {
 	hour := window.HourOf(window.Minute(now))
 	newHour := l.last.IsZero() || window.HourOf(window.Minute(l.last)) != hour

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/topk-dev/topk/pkg/internal/testenv"
 	"github.com/topk-dev/topk/pkg/keys"
 	"github.com/topk-dev/topk/pkg/loadgen"
@@ -40,7 +38,7 @@ func BenchmarkApplyRedisCPU(b *testing.B) {
 	}
 	r := testenv.Redis(b, strings.Fields(os.Getenv("TOPK_BENCH_REDIS_ARGS"))...)
 	c := testenv.Client(b, r.Addr())
-	maxPairs := envInt("TOPK_BENCH_MAX_PAIRS", 0) // 0: the default
+	maxPairs := testenv.EnvInt("TOPK_BENCH_MAX_PAIRS", 0) // 0: the default
 	st := store.New(c, keys.New(""), window.Hour, store.Options{MaxPairsPerCall: maxPairs})
 	ctx := context.Background()
 	m := window.Minute(time.Now())
@@ -63,7 +61,7 @@ func BenchmarkApplyRedisCPU(b *testing.B) {
 	}
 	// TOPK_BENCH_PREFILL flushes are applied first, untimed: a longer-lived
 	// hour has larger running sums.
-	prefill := envInt("TOPK_BENCH_PREFILL", 0)
+	prefill := testenv.EnvInt("TOPK_BENCH_PREFILL", 0)
 	for range prefill {
 		if err := st.Apply(ctx, st.PrepareWorkspaceParts(flush())); err != nil {
 			b.Fatal(err)
@@ -74,59 +72,12 @@ func BenchmarkApplyRedisCPU(b *testing.B) {
 	for range b.N {
 		b.StopTimer()
 		batch := st.PrepareWorkspaceParts(flush())
-		dc, dn := redisSpent(b, c, func() error { return st.Apply(ctx, batch) })
+		dc, dn := testenv.RedisSpent(b, c, func() error { return st.Apply(ctx, batch) })
 		cpu, cmds = cpu+dc, cmds+dn
 		b.StartTimer()
 	}
 	b.ReportMetric(cpu*1e6/float64(b.N*events), "redis-µs/event")
 	b.ReportMetric(cmds/float64(b.N*events), "commands/event")
-	used, _ := strconv.ParseFloat(redisInfo(b, c)["used_memory"], 64)
+	used, _ := strconv.ParseFloat(testenv.RedisInfo(b, c)["used_memory"], 64)
 	b.ReportMetric(used/(1<<20), "MiB-used")
-}
-
-// redisSpent runs fn with the benchmark timer running (it is stopped on
-// entry and on return) and returns the server's CPU seconds and commands
-// it took.
-func redisSpent(b *testing.B, c rueidis.Client, fn func() error) (cpu, cmds float64) {
-	cpu0, cmds0 := redisCPU(b, c)
-	b.StartTimer()
-	err := fn()
-	b.StopTimer()
-	if err != nil {
-		b.Fatal(err)
-	}
-	cpu1, cmds1 := redisCPU(b, c)
-	return cpu1 - cpu0, cmds1 - cmds0
-}
-
-// redisCPU returns the server's CPU seconds so far and the commands it has
-// run (inside scripts included, from commandstats).
-func redisCPU(b *testing.B, c rueidis.Client) (cpu, cmds float64) {
-	for k, v := range redisInfo(b, c) {
-		switch {
-		case k == "used_cpu_sys" || k == "used_cpu_user":
-			f, _ := strconv.ParseFloat(v, 64)
-			cpu += f
-		case strings.HasPrefix(k, "cmdstat_") && k != "cmdstat_info":
-			calls, _, _ := strings.Cut(strings.TrimPrefix(v, "calls="), ",")
-			n, _ := strconv.ParseFloat(calls, 64)
-			cmds += n
-		}
-	}
-	return cpu, cmds
-}
-
-// redisInfo returns every field of INFO ALL.
-func redisInfo(b *testing.B, c rueidis.Client) map[string]string {
-	info, err := c.Do(context.Background(), c.B().Info().Section("all").Build()).ToString()
-	if err != nil {
-		b.Fatal(err)
-	}
-	out := map[string]string{}
-	for _, line := range strings.Split(info, "\r\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok {
-			out[k] = v
-		}
-	}
-	return out
 }

@@ -5,7 +5,6 @@ import (
 	"maps"
 	"os"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
@@ -42,7 +41,7 @@ import (
 // comparison on a noisy machine.
 // Run: go test -run '^$' -bench FreshRedisCPU -benchtime 3x ./pkg/store/
 func BenchmarkFreshRedisCPU(b *testing.B) {
-	flushes, before := envInt("TOPK_BENCH_FLUSHES", int(scheduler.DefaultFreshEvery/time.Second)), envInt("TOPK_BENCH_HOUR_FLUSHES", 20)
+	flushes, before := testenv.EnvInt("TOPK_BENCH_FLUSHES", int(scheduler.DefaultFreshEvery/time.Second)), testenv.EnvInt("TOPK_BENCH_HOUR_FLUSHES", 20)
 	var baseline *rueidis.Lua
 	if path := os.Getenv("TOPK_BENCH_BASELINE"); path != "" {
 		src, err := os.ReadFile(path)
@@ -65,14 +64,14 @@ func BenchmarkFreshRedisCPU(b *testing.B) {
 	now := time.Now()
 	m := window.Minute(now)
 	seen := map[string]struct{}{}
-	fillMinute(b, st, gen, now, m-60, before, seen) // the hour before: folded, closed and summed
+	testenv.FillMinute(b, st, gen, now, m-60, before, seen) // the hour before: folded, closed and summed
 	if _, err := st.Rollup(ctx, slices.Collect(maps.Keys(seen)), m-1); err != nil {
 		b.Fatal(err)
 	}
 	if err := st.RefreshSums(ctx, slices.Collect(maps.Keys(seen)), now, window.Longs); err != nil {
 		b.Fatal(err)
 	}
-	fillMinute(b, st, gen, now, m, flushes, seen)
+	testenv.FillMinute(b, st, gen, now, m, flushes, seen)
 	ids := slices.Collect(maps.Keys(seen))
 	if err := st.Refresh(ctx, ids, now, benchK); err != nil {
 		b.Fatal(err)
@@ -82,52 +81,24 @@ func BenchmarkFreshRedisCPU(b *testing.B) {
 	for range b.N {
 		b.StopTimer()
 		if baseline != nil {
-			cpu0, _ := redisCPU(b, c)
+			cpu0, _ := testenv.RedisCPU(b, c)
 			if err := st.RefreshFreshWith(ctx, baseline, ids, now, benchK, window.Longs); err != nil {
 				b.Fatal(err)
 			}
-			cpu1, _ := redisCPU(b, c)
+			cpu1, _ := testenv.RedisCPU(b, c)
 			base += cpu1 - cpu0
 		}
-		dc, dn := redisSpent(b, c, func() error { return st.RefreshFresh(ctx, ids, now, benchK, window.Longs) })
+		dc, dn := testenv.RedisSpent(b, c, func() error { return st.RefreshFresh(ctx, ids, now, benchK, window.Longs) })
 		cpu, cmds = cpu+dc, cmds+dn
 		b.StartTimer()
 	}
 	b.ReportMetric(cpu*1e6/float64(b.N*len(ids)), "redis-µs/workspace")
-	b.ReportMetric(cpu*1e6/float64(b.N*flushes*flushEvents), "redis-µs/event")
+	b.ReportMetric(cpu*1e6/float64(b.N*flushes*testenv.FlushEvents), "redis-µs/event")
 	b.ReportMetric(cmds/float64(b.N*len(ids)), "commands/workspace")
 	if baseline != nil {
 		b.ReportMetric(base*1e6/float64(b.N*len(ids)), "baseline-µs/workspace")
 	}
 }
 
-// flushEvents is the events of one flush of fillMinute: 1 s at 200,000
-// events/s.
-const flushEvents = 200_000
-
-// fillMinute applies flushes flushes of flushEvents workload-A events from
-// gen, at now, into unix minute minute, and adds their workspaces to seen.
-func fillMinute(b *testing.B, st *store.Store, gen *loadgen.Generator, now time.Time, minute int64, flushes int, seen map[string]struct{}) {
-	for range flushes {
-		counts := store.Counts{}
-		for range flushEvents {
-			ev := gen.Next(now)
-			counts.Add(ev.WorkspaceID, minute, ev.ChannelID, 1)
-			seen[ev.WorkspaceID] = struct{}{}
-		}
-		if err := st.Apply(context.Background(), st.Prepare(counts)); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
 // benchK is the k the scheduler caches by default (cli.DefaultK).
 const benchK = 100
-
-// envInt returns the environment variable name as a positive int, or def.
-func envInt(name string, def int) int {
-	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
-		return n
-	}
-	return def
-}

@@ -1,5 +1,5 @@
 // The workspace index (who was active when), the per-minute workspace sets
-// and the dirty set, which tell the scheduler what to refresh.
+// and the dirty sets, which tell the scheduler what to refresh.
 
 package store
 
@@ -43,9 +43,21 @@ func (s *Store) ActiveSince(ctx context.Context, m int64) ([]ActiveWorkspace, er
 
 // PopDirty removes and returns up to n workspaces of the dirty set.
 func (s *Store) PopDirty(ctx context.Context, n int) ([]string, error) {
-	ids, err := s.c.Do(ctx, s.c.B().Spop().Key(s.keys.Dirty()).Count(int64(n)).Build()).AsStrSlice()
+	return s.pop(ctx, "store.pop_dirty", s.keys.Dirty(), n)
+}
+
+// PopSumsDirty removes and returns up to n workspaces of the set of those
+// whose long windows' sums may have changed (keys.SumsDirty).
+func (s *Store) PopSumsDirty(ctx context.Context, n int) ([]string, error) {
+	return s.pop(ctx, "store.pop_sums_dirty", s.keys.SumsDirty(), n)
+}
+
+// pop removes and returns up to n members of the set key; what names the
+// caller in the error.
+func (s *Store) pop(ctx context.Context, what, key string, n int) ([]string, error) {
+	ids, err := s.c.Do(ctx, s.c.B().Spop().Key(key).Count(int64(n)).Build()).AsStrSlice()
 	if err != nil && !rueidis.IsRedisNil(err) {
-		return nil, fmt.Errorf("store.pop_dirty: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return ids, nil
 }

@@ -109,6 +109,7 @@ type ingestCall struct {
 	groups   []ingestGroup // the call's groups, in order
 	skipped  int64         // events skipped as already applied
 	overlaps []overlap     // parts that straddled their fence
+	resums   bool          // its counts may change a long window's sum
 }
 
 // groupRef names a group: a workspace's counts from one part of the batch.
@@ -146,7 +147,7 @@ func (ic *ingestCall) exec(ctx context.Context, c rueidis.Client) error {
 	if err != nil {
 		return err
 	}
-	counters, overlaps, err := fenced.Decode("ingest.lua", reply, 2, 3, func(g int) int {
+	counters, overlaps, err := fenced.Decode("ingest.lua", reply, 3, 3, func(g int) int {
 		if g < 0 || g >= len(ic.groups) {
 			return -1
 		}
@@ -155,7 +156,7 @@ func (ic *ingestCall) exec(ctx context.Context, c rueidis.Client) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrBadReply, err)
 	}
-	ic.skipped, ic.overlaps = counters[1], ic.overlaps[:0]
+	ic.skipped, ic.resums, ic.overlaps = counters[1], counters[2] != 0, ic.overlaps[:0]
 	for _, o := range overlaps {
 		g := ic.groups[o.Group]
 		ic.overlaps = append(ic.overlaps, overlap{group: g, part: g.chunks[o.Part], fence: o.Fence})
@@ -409,8 +410,10 @@ func (ic *ingestCalls) add(g ingestGroup) {
 //  1. the workspace index and the per-minute workspace sets, so the
 //     scheduler can never miss a workspace whose counts landed;
 //  2. the script calls, in parallel;
-//  3. the dirty set, only once every count landed, so a refresh triggered
-//     by it always sees them.
+//  3. the dirty sets, only once every count landed, so a refresh triggered
+//     by them always sees them: every workspace to the hour's, and those
+//     of the calls whose counts may change a long window's sum (ingest.lua)
+//     to the sums'.
 func (s *Store) Apply(ctx context.Context, b *Batch) error {
 	if !b.indexDone {
 		zadd := s.c.B().Zadd().Key(s.keys.Workspaces()).Gt().ScoreMember()
@@ -449,9 +452,32 @@ func (s *Store) Apply(ctx context.Context, b *Batch) error {
 		if err := s.c.Do(ctx, s.c.B().Sadd().Key(s.keys.Dirty()).Member(ids...).Build()).Error(); err != nil {
 			return fmt.Errorf("store.apply: dirty set: %w", err)
 		}
+		if resum := b.resums(); len(resum) > 0 {
+			if err := s.c.Do(ctx, s.c.B().Sadd().Key(s.keys.SumsDirty()).Member(resum...).Build()).Error(); err != nil {
+				return fmt.Errorf("store.apply: sums' dirty set: %w", err)
+			}
+		}
 		b.dirtyDone = true
 	}
 	return nil
+}
+
+// resums returns the workspaces of b's calls whose counts may change a
+// long window's sum, as ingest.lua told (each once).
+func (b *Batch) resums() []string {
+	seen := map[string]bool{}
+	var ids []string
+	for _, c := range b.calls {
+		if ic, ok := c.(*ingestCall); ok && ic.resums {
+			for _, g := range ic.groups {
+				if !seen[g.ref.ws] {
+					seen[g.ref.ws] = true
+					ids = append(ids, g.ref.ws)
+				}
+			}
+		}
+	}
+	return ids
 }
 
 func (s *Store) applyCalls(ctx context.Context, b *Batch) error {

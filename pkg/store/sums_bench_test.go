@@ -29,7 +29,7 @@ import (
 // Run: go test -run '^$' -bench SumsRedisCPU -benchtime 3x ./pkg/store/
 func BenchmarkSumsRedisCPU(b *testing.B) {
 	const rate = 200_000 // events/s, so that a flush is a second of traffic
-	hours, flushes := envInt("TOPK_BENCH_HOURS", 23), envInt("TOPK_BENCH_HOUR_FLUSHES", 2)
+	hours, flushes := testenv.EnvInt("TOPK_BENCH_HOURS", 23), testenv.EnvInt("TOPK_BENCH_HOUR_FLUSHES", 2)
 	wins := window.Longs
 	if name := os.Getenv("TOPK_BENCH_WINDOW"); name != "" {
 		i := slices.IndexFunc(window.Longs, func(w window.Long) bool { return w.Name == name })
@@ -52,7 +52,7 @@ func BenchmarkSumsRedisCPU(b *testing.B) {
 	m := window.Minute(now)
 	seen := map[string]struct{}{}
 	for h := hours; h >= 1; h-- {
-		fillMinute(b, st, gen, now, m-60*int64(h), flushes, seen)
+		testenv.FillMinute(b, st, gen, now, m-60*int64(h), flushes, seen)
 	}
 	ids := slices.Collect(maps.Keys(seen))
 	if _, err := st.Rollup(ctx, ids, m-1); err != nil {
@@ -62,7 +62,7 @@ func BenchmarkSumsRedisCPU(b *testing.B) {
 	var cpu, cmds float64
 	for range b.N {
 		b.StopTimer()
-		dc, dn := redisSpent(b, c, func() error { return st.RefreshSums(ctx, ids, now, wins) })
+		dc, dn := testenv.RedisSpent(b, c, func() error { return st.RefreshSums(ctx, ids, now, wins) })
 		cpu, cmds = cpu+dc, cmds+dn
 		b.StartTimer()
 	}
