@@ -83,18 +83,55 @@ local function top_of(key, n)
   return top, top[#top][2]
 end
 
--- kth returns the n-th highest of the numbers xs, or nil when there are
--- fewer than n; a plain sort compares them in C.
-local function kth(xs, n)
-  if #xs < n then
+-- A highest is a min-heap of the n highest numbers pushed to it, so that
+-- its root is their n-th highest: kept as numbers arrive, rather than
+-- sorting them all again each time it is needed.
+local function highest(n)
+  return { n = n }
+end
+
+-- push adds x to the heap h.
+local function push(h, x)
+  local size = #h
+  if size < h.n then
+    size = size + 1
+    h[size] = x
+    local i = size
+    while i > 1 do
+      local p = math.floor(i / 2)
+      if h[p] <= h[i] then
+        break
+      end
+      h[p], h[i] = h[i], h[p]
+      i = p
+    end
+  elseif x > h[1] then
+    h[1] = x
+    local i = 1
+    while true do
+      local l, m = 2 * i, i
+      if l <= size and h[l] < h[m] then
+        m = l
+      end
+      if l + 1 <= size and h[l + 1] < h[m] then
+        m = l + 1
+      end
+      if m == i then
+        break
+      end
+      h[m], h[i] = h[i], h[m]
+      i = m
+    end
+  end
+end
+
+-- kth returns the n-th highest number pushed to the heap h of the n
+-- highest, or nil when fewer than n were.
+local function kth(h)
+  if #h < h.n then
     return nil
   end
-  local sorted = {}
-  for j = 1, #xs do
-    sorted[j] = xs[j]
-  end
-  table.sort(sorted)
-  return sorted[#sorted - n + 1]
+  return h[1]
 end
 
 -- top_k returns the k highest of the scored candidates in ranking order,
@@ -293,9 +330,10 @@ for i = 1, #KEYS, 3 do
       end
       -- The candidates: the shorter window's entries, the current hour's
       -- candidates, then the sum's members in rank order (walk below).
-      -- cand: member -> {count, lo, hi}; los: their lowest counts; sumof:
+      -- cand: member -> {count, lo, hi}; los: the k + 1 highest of their
+      -- lowest counts; sumof:
       -- member -> its count in the sum (nil: not in it).
-      local cand, los, sumof = {}, {}, {}
+      local cand, los, sumof = {}, highest(k + 1), {}
       local function add(members)
         read_head(members)
         local errs = {}
@@ -333,7 +371,7 @@ for i = 1, #KEYS, 3 do
           end
           local count = math.max(s + head[m], lo)
           cand[m] = { count = count, lo = lo, hi = math.max(hi, count) }
-          los[#los + 1] = lo
+          push(los, lo)
         end
       end
       local extra, seen = {}, {}
@@ -360,7 +398,7 @@ for i = 1, #KEYS, 3 do
       local walked, srest, ranked = 0, 0, false
       local exact_rest = whole and slack == 0
       while true do
-        local t = kth(los, k + 1)
+        local t = kth(los)
         local chunk = redis.call('ZRANGE', sum, walked, walked + k, 'REV', 'WITHSCORES')
         local take, stop = {}, false
         for j = 1, #chunk, 2 do
@@ -387,7 +425,7 @@ for i = 1, #KEYS, 3 do
       -- A candidate whose highest count is below the (k+1)-th lowest count
       -- can be neither an entry nor the next count, so it is left out of
       -- the sort (its highest count joins rest).
-      local floor_lo = kth(los, k + 1)
+      local floor_lo = kth(los)
       if floor_lo then
         for m, e in pairs(cand) do
           if e.hi < floor_lo then
