@@ -176,7 +176,8 @@ local function roll_marks(roll)
 end
 
 -- resums says whether counts for the b minutes from ARGV[at] (every other
--- value) may change one of the sums whose hours are sums (see above).
+-- value) may change a long window's sum, given the hours the sums are for
+-- (sums; see above).
 local function resums(sums, at, b)
   if #sums == 0 then
     return true

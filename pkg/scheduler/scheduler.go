@@ -432,11 +432,18 @@ func (s *Scheduler) addLeftWindow(ctx context.Context, now time.Time, todo map[s
 	return nil
 }
 
-// addDirty empties the dirty set into todo, dirtyBatch at a time.
+// addDirty empties the dirty set into todo.
 func (s *Scheduler) addDirty(ctx context.Context, todo map[string]struct{}) error {
+	return drain(ctx, s.p.Store.PopDirty, func(ids []string) { addIDs(todo, ids) })
+}
+
+// drain empties a set of workspaces with pop (store.PopDirty,
+// store.PopSumsDirty), dirtyBatch at a time, handing each batch popped to
+// keep, even when a later pop fails.
+func drain(ctx context.Context, pop func(context.Context, int) ([]string, error), keep func([]string)) error {
 	for {
-		ids, err := s.p.Store.PopDirty(ctx, dirtyBatch)
-		addIDs(todo, ids) // keep what was popped even if a later step fails
+		ids, err := pop(ctx, dirtyBatch)
+		keep(ids)
 		if err != nil {
 			return err
 		}
@@ -617,20 +624,13 @@ func (s *Scheduler) TickLong(ctx context.Context) (int, error) {
 
 // addSumsDirty empties the sums' dirty set (store.PopSumsDirty: the
 // workspaces whose counts may have changed a long window's sum) into every
-// long window's changed set, dirtyBatch at a time.
+// long window's changed set.
 func (s *Scheduler) addSumsDirty(ctx context.Context) error {
-	for {
-		ids, err := s.p.Store.PopSumsDirty(ctx, dirtyBatch)
-		for _, l := range s.long { // keep what was popped even if a later step fails
+	return drain(ctx, s.p.Store.PopSumsDirty, func(ids []string) {
+		for _, l := range s.long {
 			s.keepChanged(l, ids)
 		}
-		if err != nil {
-			return err
-		}
-		if len(ids) < dirtyBatch {
-			return nil
-		}
-	}
+	})
 }
 
 // dueSums reports whether window l's sums are due at now and, if so, takes
