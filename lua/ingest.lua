@@ -1,61 +1,100 @@
 #!lua
--- ingest.lua: add one flush's pre-aggregated counts to the minute buckets
--- and to each workspace's running window sum.
+-- ingest.lua: add pre-aggregated counts to workspaces' running window sums
+-- (sum groups) and to their minute buckets (bucket groups).
 --
--- The call is a sequence of groups, one per workspace and source (a
--- workspace's counts may come from several partitions, and be spread over
--- several calls).
--- KEYS, per group: win, through, minutes, fence, roll, fold, cand, floor,
---   bucket_1 .. bucket_b
+-- Why two kinds of group: the running sum is what the hour's ranking is
+-- read from, so it takes every flush at once. A minute bucket is read only
+-- later: when its minute leaves the window (refresh.lua subtracts it),
+-- when it is folded into its hour (rollup.lua), and by the long windows'
+-- current hour and the sparklines. So a worker holds the buckets' counts
+-- over many flushes (ingest.ChannelOptions.BucketAge) and writes each
+-- distinct (channel, minute) once per hold instead of once per flush: on
+-- workload A a 1 s flush has 0.41 pairs per event, a 15 s hold 0.20.
+--
+-- The call is a sequence of groups, each one workspace's counts from one
+-- source (a workspace's counts may come from several partitions, and be
+-- spread over several calls). A group's kind is one of:
+--   's'  a sum group whose buckets a worker holds: pend records that the
+--        window's counts of its minutes may still wait in a hold
+--   'p'  a sum group whose bucket group ('b', same counts) follows it in
+--        the same call, so both land at once (no hold)
+--   'b'  a bucket group
+--   'l'  no counts: the mark that a source's held buckets landed, up to
+--        its last offset (see "Held counts")
+-- KEYS, per group: for a sum group: fence, win, through, minutes, cand,
+--   floor, pend; for a bucket group: fence, roll, fold, bucket_1 ..
+--   bucket_b; for a mark: pend
+--   fence     <prefix>:{w:<ws>}:fence           hash, source -> the last offset
+--             whose counts are applied (see "Fences" below)
 --   win       <prefix>:{w:<ws>}:win:1h          hash, the window's running sum
 --             (channel -> count)
 --   through   <prefix>:{w:<ws>}:win:1h:through  string, the newest minute already
 --             subtracted from win (missing: none yet)
 --   minutes   <prefix>:{w:<ws>}:win:1h:minutes  sorted set, the minutes added to
 --             win and not yet subtracted (member = score = unix minute)
---   fence     <prefix>:{w:<ws>}:fence           hash, source -> the last offset
---             whose counts are applied
+--   cand      <prefix>:{w:<ws>}:win:1h:cand     sorted set, the window's candidates
+--   floor     <prefix>:{w:<ws>}:win:1h:floor    string, the candidates' floor
+--   pend      <prefix>:{w:<ws>}:win:1h:pend     hash, the counts held (see below)
 --   roll      <prefix>:{w:<ws>}:roll            hash, the rollup watermarks (rollup.lua)
 --             and the hours of the long windows' sums (windows.lua)
 --   fold      <prefix>:{w:<ws>}:fold            sorted set, minutes not folded yet
---   cand      <prefix>:{w:<ws>}:win:1h:cand     sorted set, the window's candidates
---   floor     <prefix>:{w:<ws>}:win:1h:floor    string, the candidates' floor
 --   bucket_i  <prefix>:{w:<ws>}:m:<minute_i>    sorted set, one minute's counts
 -- ARGV[1], ARGV[2]  retention of hour and day buckets, seconds
 -- ARGV[3]   c: cand keeps at least the c highest counts (the scheduler's k
 --           must not exceed it, or refresh.lua rescans win)
--- ARGV, then per group: base, source, first, last, b, then per bucket:
---   minute, expire_at; then p, and p parts, each: chunk, then per bucket:
---   n, member_1, increment_1, ..., member_n, increment_n
+-- ARGV, then per group: kind, base, source, first, last, b, then per
+--   bucket: minute, expire_at; then p, and p parts, each: chunk, then per
+--   bucket: n, increment_1, member_1, ..., increment_n, member_n
 --   base      "<prefix>:{w:<ws>}:", the workspace's key prefix, which names
 --             the rollups a late count also goes to: h:<hour>, d:<day>,
 --             all and all:err (see pkg/keys; same hash tag, so same slot)
 --   source    "<topic>/<partition>" the counts were read from, or "" for
 --             counts with no source (then no fence applies)
---   first, last  the offsets of the batch's first and last record of source
+--   first, last  the offsets of the first and last record of source the
+--             group's counts span (a batch's for a sum group, a hold's for
+--             a bucket group)
 --   expire_at is when the bucket leaves the window plus grace; it depends
 --             only on the minute, so a late write never extends a bucket's life.
 --   chunk     "" for a part that holds the group's every channel, or the
 --             chunk number 0..255 of the channels it holds (pkg/store's
 --             fenceChunk: FNV-1a of the channel id, mod 256)
--- Reply    array: pairs applied, events skipped as already applied, 1 if
---          the call's counts may change a long window's sum (see below;
---          else 0), then for each part that overlaps its fence: the
---          group's number in the call (from 1), the part's number in the
---          group (from 1) and the fence, or -1 for a whole part whose
---          chunks are fenced apart (the caller sends the group again in
---          chunks).
+--   Increments come before members so that a bucket's first write is one
+--   ZADD of the arguments as they are.
+-- Reply    array: pairs applied, events skipped as already applied (sum
+--          groups only: a bucket group's events were reported by its sum
+--          group), 1 if the call's bucket counts may change a long
+--          window's sum (see below; else 0), then for each part that
+--          overlaps its fence: the group's number in the call (from 1),
+--          the part's number in the group (from 1) and the fence, or -1
+--          for a whole part whose chunks are fenced apart (the caller
+--          sends the group again in chunks).
 --
--- Exactly once per workspace and source, by fence.lua's protocol: the
--- fence of a whole part is field "<source>", of a chunk "<source>#<chunk>".
--- The caller splits a group larger than a call by channel into chunks, so
--- that one workspace's batch need not be one long call, and may send them
--- in separate calls in any order.
+-- Fences: exactly once per workspace, source and kind, by fence.lua's
+-- protocol. A sum group's fields are "<source>" and, for chunks,
+-- "<source>#<chunk>" and "<source>#max"; a bucket group's are the same
+-- with "@b" after the source ("<source>@b", "<source>@b#<chunk>", ...).
+-- Where a bucket field is missing, the sum field of the same name stands
+-- for it: counts written before buckets were held went to both at once.
+-- A sum group, which moves a sum field ahead of its bucket field, first
+-- writes the bucket field as it stood, if it is missing. Sum counts of a record always land before its bucket counts (the
+-- worker writes a hold only after the sum groups of its batches landed).
 --
--- Invariant, kept together with refresh.lua: win is the sum of the buckets
--- of the minutes in `minutes`, which are the minutes after `through` that
--- have counts. A count for a minute at or before `through` (already
--- subtracted, so out of the window) goes to its bucket only.
+-- Held counts (pend): an 's' group with counts in the window sets, per
+-- source, "<source>:s" to its last offset and "<source>:m" to the oldest
+-- minute that may still wait in a hold; once the hold's bucket groups
+-- landed, the worker sends a mark ('l', b = 1 for the expiry of its newest
+-- minute, no parts) that raises "<source>:l" to the last offset they span
+-- (a zombie's older mark lowers nothing). While
+-- :s > :l, refresh.lua subtracts no minute at or after :m from win, nor
+-- rebuilds win from the buckets: a bucket whose counts are still held
+-- would take out less than win added. Bucket groups never touch win, so
+-- a minute's counts are subtracted exactly once, from a complete bucket.
+--
+-- Invariant, kept together with refresh.lua: win is the sum of the counts
+-- of the minutes in `minutes` (held or landed), which are the minutes
+-- after `through` that have counts. A count for a minute at or before
+-- `through` (already subtracted, so out of the window) goes to its bucket
+-- only.
 --
 -- Candidates, so that ranking needs no sorted-set update per pair: every
 -- channel whose count in win is above floor is in cand, at that count
@@ -66,29 +105,29 @@
 -- the invariant holds. Counts only grow here; refresh.lua keeps it when a
 -- minute leaves the window, and reads the top K from cand.
 --
--- Rollups: a minute already folded into its hour bucket (at or before
--- roll's h) also goes to the hour bucket, and one whose hour is closed (at
--- or before roll's c) also to the day bucket and the all-time summary, so
--- a late event lands in every rollup already made from its minute (the
--- hour, day and all-time keys are named from base; the
--- all-time summary takes a new item at its floor, as rollup.lua does). A
--- minute not folded yet is recorded in fold for rollup.lua.
+-- Rollups (bucket groups): a minute already folded into its hour bucket
+-- (at or before roll's h) also goes to the hour bucket, and one whose hour
+-- is closed (at or before roll's c) also to the day bucket and the
+-- all-time summary, so a late count lands in every rollup already made
+-- from its minute (the hour, day and all-time keys are named from base;
+-- the all-time summary takes a new item at its floor, as rollup.lua does).
+-- A minute not folded yet is recorded in fold for rollup.lua.
 --
 -- Long windows' sums: windows.lua sums each long window's hours before
 -- the current one, and records in roll, as "s:<window>", the hour it
 -- summed for. Such a sum changes only when a count lands in an hour it
--- covers, so the reply says 1 when a group has counts for an hour other
--- than one of its sums', or has no sum yet: then the caller adds the
+-- covers, so the reply says 1 when a bucket group has counts for an hour
+-- other than one of its sums', or has no sum yet: then the caller adds the
 -- call's workspaces to the set the scheduler re-sums from
 -- (topk:dirty:sums). Counts of the hour every sum is for, the steady
 -- state, need no new sum. The verdict reads the counts' minutes, not what
 -- the fences let through, so a replay after a crash before that set was
 -- written says it again.
 --
--- Everything happens in one atomic script, so a bucket never has counts
--- without its TTL and win never disagrees with the buckets. The "#!lua"
--- line (Redis 7 script flags, none set) makes Redis refuse the script up
--- front when it is out of memory, instead of failing it halfway.
+-- Everything a group does happens in one atomic script, so a bucket never
+-- has counts without its TTL and win never disagrees with its minutes.
+-- The "#!lua" line (Redis 7 script flags, none set) makes Redis refuse the
+-- script up front when it is out of memory, instead of failing it halfway.
 
 -- #include fence.lua
 
@@ -110,11 +149,122 @@ local function events_of(at, b)
   local events = 0
   for i = 1, b do
     local n = tonumber(ARGV[at[i]])
-    for q = at[i] + 2, at[i] + 2 * n, 2 do
+    for q = at[i] + 1, at[i] + 2 * n - 1, 2 do
       events = events + tonumber(ARGV[q])
     end
   end
   return events
+end
+
+-- read_group reads the group whose arguments start at ARGV[a]: its header,
+-- where its buckets' minutes are, and where each part's pairs are. It
+-- returns the group and the ARGV index after it.
+local function read_group(a)
+  local g = { kind = ARGV[a], base = ARGV[a + 1], source = ARGV[a + 2], first = tonumber(ARGV[a + 3]),
+    last = tonumber(ARGV[a + 4]), b = tonumber(ARGV[a + 5]), parts = {} }
+  g.minutes = a + 6 -- minute_i at g.minutes + 2(i-1), expire_at_i after it
+  a = g.minutes + 2 * g.b
+  local p = tonumber(ARGV[a])
+  a = a + 1
+  for j = 1, p do
+    local chunk, at = ARGV[a], nil
+    a, at = scan_part(a + 1, g.b)
+    g.parts[j] = { chunk = chunk, at = at }
+  end
+  return g, a
+end
+
+-- bucket_field names the bucket fence field that stands beside sum field
+-- name (see "Fences").
+local function bucket_field(source, name)
+  return source .. '@b' .. string.sub(name, #source + 1)
+end
+
+-- fences reads group g's fence fields (one HMGET) and judges each part: it
+-- returns the parts to apply and a function giving a field's value by its
+-- sum name, for g's kind (a bucket field, or the sum field standing for it).
+-- Each part not applied is added to overlaps or to skipped (a sum group's
+-- events only).
+local function fences(fence, g, group, overlaps, skipped)
+  if g.source == '' then
+    return g.parts, nil, skipped
+  end
+  local names = { g.source, g.source .. '#max' }
+  for _, part in ipairs(g.parts) do
+    if part.chunk ~= '' then
+      part.field = g.source .. '#' .. part.chunk
+      names[#names + 1] = part.field
+    end
+  end
+  local fields = {} -- and the bucket fields, to judge by or to carry over
+  for i, name in ipairs(names) do
+    fields[i], fields[#names + i] = name, bucket_field(g.source, name)
+  end
+  local got = redis.call('HMGET', fence, unpack(fields))
+  local v = {}
+  for i, name in ipairs(fields) do
+    v[name] = got[i]
+  end
+  local value = function(name)
+    return v[name]
+  end
+  if g.kind == 'b' then
+    value = function(name)
+      local b = v[bucket_field(g.source, name)]
+      if b then
+        return b
+      end
+      return v[name]
+    end
+  end
+  local apply = {}
+  for j, part in ipairs(g.parts) do
+    local verdict
+    if part.field then
+      verdict = judge(value(g.source), g.first, g.last, nil, value(part.field))
+    else
+      verdict = judge(value(g.source), g.first, g.last, value(g.source .. '#max'))
+    end
+    if verdict == 'apply' then
+      apply[#apply + 1] = part
+    else
+      local events = (verdict == 'skip' and g.kind ~= 'b') and events_of(part.at, g.b) or 0
+      skipped = skipped + not_applied(verdict, events, overlaps, { group, j })
+    end
+  end
+  return apply, { v = v, value = value }, skipped
+end
+
+-- move_fences moves the fence fields of the applied parts of group g to
+-- its last offset; f is what fences returned. A sum group first writes
+-- each bucket field it leaves behind as it stood (see "Fences").
+local function move_fences(fence, g, apply, f)
+  local moves = {}
+  local name = function(field)
+    if g.kind == 'b' then
+      return bucket_field(g.source, field)
+    end
+    return field
+  end
+  local move = function(field)
+    if g.kind ~= 'b' and not f.v[bucket_field(g.source, field)] then
+      moves[#moves + 1], moves[#moves + 2] = bucket_field(g.source, field), tonumber(f.v[field]) or -1
+    end
+    moves[#moves + 1], moves[#moves + 2] = name(field), g.last
+  end
+  local max = tonumber(f.value(g.source .. '#max')) or -1
+  for _, part in ipairs(apply) do
+    if part.field then
+      move(part.field)
+      if max < g.last then
+        max = g.last
+        move(g.source .. '#max')
+      end
+    else
+      move(g.source)
+    end
+  end
+  redis.call('HSET', fence, unpack(moves))
 end
 
 -- add_late adds a late count to the rollups its minute was folded into.
@@ -175,15 +325,14 @@ local function roll_marks(roll)
   return marks, sums
 end
 
--- resums says whether counts for the b minutes from ARGV[at] (every other
--- value) may change a long window's sum, given the hours the sums are for
--- (sums; see above).
-local function resums(sums, at, b)
+-- resums says whether group g's counts may change a long window's sum,
+-- given the hours the sums are for (sums; see above).
+local function resums(sums, g)
   if #sums == 0 then
     return true
   end
-  for i = 0, b - 1 do
-    local hour = math.floor(tonumber(ARGV[at + 2 * i]) / 60)
+  for i = 0, g.b - 1 do
+    local hour = math.floor(tonumber(ARGV[g.minutes + 2 * i]) / 60)
     for _, h in ipairs(sums) do
       if h ~= hour then
         return true
@@ -193,134 +342,189 @@ local function resums(sums, at, b)
   return false
 end
 
-local hret, dret, c = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local k, a, group = 1, 4, 0
-local applied, skipped, overlaps, resum = 0, 0, {}, 0
-while k <= #KEYS do
-  group = group + 1
-  local win, minutes, fence = KEYS[k], KEYS[k + 2], KEYS[k + 3]
-  local base, source, first, last, b = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
-  local bucket_args = a + 5 -- minute_i, expire_at_i
-  a = bucket_args + 2 * b
-  local marks, sums = roll_marks(KEYS[k + 4])
-  if resum == 0 and resums(sums, bucket_args, b) then
-    resum = 1
+-- hold records in pend that source's counts up to offset last, the oldest
+-- of them for minute oldest, may wait in a hold (see "Held counts").
+local function hold(pend, source, last, oldest, expire_at)
+  local s, l, m = unpack(redis.call('HMGET', pend, source .. ':s', source .. ':l', source .. ':m'))
+  s, l, m = tonumber(s), tonumber(l) or -1, tonumber(m)
+  if s ~= nil and s > l and m ~= nil then -- some are waiting already
+    oldest = math.min(oldest, m)
   end
-  -- Read every part, and judge each against its fence (one HMGET).
-  local parts, fields = {}, { source, source .. '#max' }
-  local p = tonumber(ARGV[a])
-  a = a + 1
-  for j = 1, p do
-    local chunk, at = ARGV[a], nil
-    a, at = scan_part(a + 1, b)
-    parts[j] = { chunk = chunk, at = at }
-    if chunk ~= '' then
-      fields[#fields + 1] = source .. '#' .. chunk
-      parts[j].field = #fields -- its fence field in the HMGET's reply
-    end
-  end
-  local fenced = source ~= '' and redis.call('HMGET', fence, unpack(fields)) or {}
-  local apply = {}
-  for j, part in ipairs(parts) do
-    local verdict = 'apply'
-    if source ~= '' and part.field then
-      verdict = judge(fenced[1], first, last, nil, fenced[part.field])
-    elseif source ~= '' then
-      verdict = judge(fenced[1], first, last, fenced[2])
-    end
-    if verdict == 'apply' then
-      apply[#apply + 1] = part
-    else
-      skipped = skipped + not_applied(verdict, verdict == 'skip' and events_of(part.at, b) or 0, overlaps, { group, j })
-    end
-  end
-  if #apply > 0 then
-    local through = tonumber(redis.call('GET', KEYS[k + 1]))
-    local roll, fold, cand, floor_key = KEYS[k + 4], KEYS[k + 5], KEYS[k + 6], KEYS[k + 7]
-    local cand_floor = tonumber(redis.call('GET', floor_key)) or 0
-    local folded, closed, floor, first_hour = marks.h, marks.c, marks.floor or 0, marks.f
-    local latest, latest_in_win = 0, 0
-    -- Counts that rose above the floor, written to cand at once (one
-    -- sorted-set call instead of one per channel; a channel listed twice,
-    -- for two minutes, ends at its later, higher count).
-    local raised = {}
-    for i = 1, b do
-      local bucket = KEYS[k + 7 + i]
-      local minute, expire_at = ARGV[bucket_args + 2 * (i - 1)], ARGV[bucket_args + 2 * i - 1]
-      local mi = tonumber(minute)
-      local in_win = through == nil or mi > through
-      local hour = math.floor(mi / 60)
-      local late = folded ~= nil and mi <= folded
-      local hour_closed = closed ~= nil and hour <= closed
+  redis.call('HSET', pend, source .. ':s', math.max(last, s or -1), source .. ':m', oldest)
+  raise_expiry(pend, expire_at)
+end
+
+-- add_sum adds a sum group's applied parts to win and cand (keys from
+-- KEYS[k], its fence), and returns the pairs added and the latest expiry
+-- of its minutes.
+local function add_sum(k, g, apply, c)
+  local win, minutes, cand, floor_key, pend = KEYS[k + 1], KEYS[k + 3], KEYS[k + 4], KEYS[k + 5], KEYS[k + 6]
+  local through = tonumber(redis.call('GET', KEYS[k + 2]))
+  local cand_floor = tonumber(redis.call('GET', floor_key)) or 0
+  local added, latest, latest_in_win, oldest_in_win = 0, 0, 0, nil
+  -- Counts that rose above the floor, written to cand at once (one
+  -- sorted-set call instead of one per channel; a channel listed twice,
+  -- for two minutes, ends at its later, higher count).
+  local raised = {}
+  for i = 1, g.b do
+    local mi, expire_at = tonumber(ARGV[g.minutes + 2 * (i - 1)]), tonumber(ARGV[g.minutes + 2 * i - 1])
+    latest = math.max(latest, expire_at)
+    if through == nil or mi > through then
       local pairs_in = 0
-      latest = math.max(latest, tonumber(expire_at))
       for _, part in ipairs(apply) do
         local at = part.at[i]
         local n = tonumber(ARGV[at])
-        if n > 0 and late and (first_hour == nil or hour < first_hour) then
-          first_hour = hour
-          redis.call('HSET', roll, 'f', hour)
-        end
-        for q = at + 1, at + 2 * n, 2 do
-          redis.call('ZINCRBY', bucket, ARGV[q + 1], ARGV[q])
-          if in_win then
-            local count = redis.call('HINCRBY', win, ARGV[q], ARGV[q + 1])
-            if count > cand_floor then
-              raised[#raised + 1] = count
-              raised[#raised + 1] = ARGV[q]
-            end
-          end
-          if late then
-            add_late(base, hour, hour_closed, floor, hret, dret, ARGV[q], tonumber(ARGV[q + 1]))
+        for q = at + 1, at + 2 * n - 1, 2 do
+          local count = redis.call('HINCRBY', win, ARGV[q + 1], ARGV[q])
+          if count > cand_floor then
+            raised[#raised + 1] = count
+            raised[#raised + 1] = ARGV[q + 1]
           end
         end
         pairs_in = pairs_in + n
       end
-      -- A bucket no applied part writes to is left alone: a minute in
+      -- A minute no applied part has counts for is left out: a minute in
       -- `minutes` must have counts.
       if pairs_in > 0 then
-        redis.call('EXPIREAT', bucket, expire_at)
-        if not late then
-          redis.call('ZADD', fold, minute, minute)
-          raise_expiry(fold, expire_at)
-        end
-        if in_win then
-          redis.call('ZADD', minutes, minute, minute)
-          latest_in_win = math.max(latest_in_win, tonumber(expire_at))
-        end
-        applied = applied + pairs_in
+        redis.call('ZADD', minutes, mi, mi)
+        latest_in_win = math.max(latest_in_win, expire_at)
+        oldest_in_win = math.min(oldest_in_win or mi, mi)
+        added = added + pairs_in
       end
     end
-    for j = 1, #raised, 4000 do
-      redis.call('ZADD', cand, unpack(raised, j, math.min(j + 3999, #raised)))
+  end
+  for j = 1, #raised, 4000 do
+    redis.call('ZADD', cand, unpack(raised, j, math.min(j + 3999, #raised)))
+  end
+  if latest_in_win > 0 then
+    raise_expiry(win, latest_in_win)
+    raise_expiry(minutes, latest_in_win)
+    raise_expiry(cand, latest_in_win)
+    if trim(cand, floor_key, cand_floor, c) > 0 then
+      raise_expiry(floor_key, latest_in_win)
     end
-    if latest_in_win > 0 then
-      raise_expiry(win, latest_in_win)
-      raise_expiry(minutes, latest_in_win)
-      raise_expiry(cand, latest_in_win)
-      if trim(cand, floor_key, cand_floor, c) > 0 then
-        raise_expiry(floor_key, latest_in_win)
-      end
+    if g.kind == 's' and g.source ~= '' then
+      hold(pend, g.source, g.last, oldest_in_win, latest_in_win)
     end
-    if source ~= '' then
-      -- The fence outlives the buckets it speaks for: once they expired, a
-      -- replay of those records is too old to count anyway.
-      local moves = {}
-      for _, part in ipairs(apply) do
-        if part.chunk == '' then
-          moves[#moves + 1], moves[#moves + 2] = source, last
+  end
+  return added, latest
+end
+
+-- add_buckets adds a bucket group's applied parts to its buckets (keys
+-- after KEYS[k], its fence), and to the rollups made from a late minute;
+-- marks are roll's. It returns the pairs added and the latest expiry of
+-- the buckets written.
+local function add_buckets(k, g, apply, marks, hret, dret)
+  local roll, fold = KEYS[k + 1], KEYS[k + 2]
+  local folded, closed, floor, first_hour = marks.h, marks.c, marks.floor or 0, marks.f
+  local added, latest = 0, 0
+  for i = 1, g.b do
+    local bucket = KEYS[k + 2 + i]
+    local minute, expire_at = ARGV[g.minutes + 2 * (i - 1)], ARGV[g.minutes + 2 * i - 1]
+    local mi = tonumber(minute)
+    local hour = math.floor(mi / 60)
+    local late = folded ~= nil and mi <= folded
+    local hour_closed = closed ~= nil and hour <= closed
+    -- A bucket's first write is one ZADD of the pairs as they come: the
+    -- parts of a group hold distinct channels. Later ones add to it.
+    local fresh = redis.call('EXISTS', bucket) == 0
+    local pairs_in = 0
+    for _, part in ipairs(apply) do
+      local at = part.at[i]
+      local n = tonumber(ARGV[at])
+      if n > 0 then
+        if fresh then
+          for j = at + 1, at + 2 * n, 4000 do
+            redis.call('ZADD', bucket, unpack(ARGV, j, math.min(j + 3999, at + 2 * n)))
+          end
         else
-          moves[#moves + 1], moves[#moves + 2] = source .. '#' .. part.chunk, last
-          if (tonumber(fenced[2]) or -1) < last then
-            fenced[2] = last
-            moves[#moves + 1], moves[#moves + 2] = source .. '#max', last
+          for q = at + 1, at + 2 * n - 1, 2 do
+            redis.call('ZINCRBY', bucket, ARGV[q], ARGV[q + 1])
           end
         end
+        if late then
+          if first_hour == nil or hour < first_hour then
+            first_hour = hour
+            redis.call('HSET', roll, 'f', hour)
+          end
+          for q = at + 1, at + 2 * n - 1, 2 do
+            add_late(g.base, hour, hour_closed, floor, hret, dret, ARGV[q + 1], tonumber(ARGV[q]))
+          end
+        end
+        pairs_in = pairs_in + n
       end
-      redis.call('HSET', fence, unpack(moves))
+    end
+    -- A bucket no applied part writes to is left alone.
+    if pairs_in > 0 then
+      redis.call('EXPIREAT', bucket, expire_at)
+      if not late then
+        redis.call('ZADD', fold, minute, minute)
+        raise_expiry(fold, expire_at)
+      end
+      latest = math.max(latest, tonumber(expire_at))
+      added = added + pairs_in
+    end
+  end
+  return added, latest
+end
+
+local hret, dret, c = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local applied, skipped, overlaps, resum = 0, 0, {}, 0
+
+-- landed raises pend's "<source>:l" to last (see "Held counts").
+local function landed(pend, source, last, expire_at)
+  local l = tonumber(redis.call('HGET', pend, source .. ':l'))
+  if l == nil or l < last then
+    redis.call('HSET', pend, source .. ':l', last)
+    raise_expiry(pend, expire_at)
+  end
+end
+
+-- write does group g (its keys from KEYS[k]) and returns how many keys it
+-- has: it judges each part against its fence, applies those it may, and
+-- moves the fence; a mark raises pend's ":l".
+local function write(k, g, group)
+  if g.kind == 'l' then
+    landed(KEYS[k], g.source, g.last, tonumber(ARGV[g.minutes + 1]))
+    return 1
+  end
+  local fence = KEYS[k]
+  local marks
+  if g.kind == 'b' then
+    local sums
+    marks, sums = roll_marks(KEYS[k + 1])
+    if resum == 0 and resums(sums, g) then
+      resum = 1
+    end
+  end
+  local apply, f
+  apply, f, skipped = fences(fence, g, group, overlaps, skipped)
+  if #apply > 0 then
+    local added, latest
+    if g.kind == 'b' then
+      added, latest = add_buckets(k, g, apply, marks, hret, dret)
+    else
+      added, latest = add_sum(k, g, apply, c)
+    end
+    applied = applied + added
+    if f then
+      -- The fence outlives the buckets it speaks for: once they expired, a
+      -- replay of those records is too old to count anyway.
+      move_fences(fence, g, apply, f)
       raise_expiry(fence, latest)
     end
   end
-  k = k + 8 + b
+  if g.kind == 'b' then
+    return 3 + g.b
+  end
+  return 7
+end
+
+local k, a, group = 1, 4, 0
+while k <= #KEYS do
+  group = group + 1
+  local g
+  g, a = read_group(a)
+  k = k + write(k, g, group)
 end
 return fenced_reply({ applied, skipped, resum }, overlaps)

@@ -15,15 +15,16 @@
 --            bucket it speaks for
 -- ARGV[8]    c, the candidates a rescan keeps (as ingest.lua's ARGV[3])
 -- then, per group: b, and the b unix minutes whose buckets the group passes
--- KEYS, per group: top, meta, win, through, minutes, cand, floor,
+-- KEYS, per group: top, meta, win, through, minutes, cand, floor, pend,
 --   bucket_1 .. bucket_b
 --   top      <prefix>:{w:<ws>}:top:<window>       the cached result
 --   meta     <prefix>:{w:<ws>}:top:<window>:meta  its metadata
---   win, through, minutes, cand, floor: see ingest.lua
+--   win, through, minutes, cand, floor, pend: see ingest.lua
 -- Reply      array, per group: an integer, the number of entries in the new
---            cached result; or an array of the unix minutes (strings) whose
---            buckets the group needs: the caller calls again with them. Such
---            a group changed nothing.
+--            cached result, or -1 when the group must wait for held counts
+--            (see "Held counts"); or an array of the unix minutes (strings)
+--            whose buckets the group needs: the caller calls again with
+--            them. A group that waits or asks changed nothing.
 --
 -- Sliding: every minute of `minutes` older than the window is subtracted
 -- from win, once: it leaves `minutes` and `through` moves past it in the
@@ -34,6 +35,15 @@
 -- grace), its counts are gone, so win is rebuilt from the window's buckets
 -- instead. Callers pass the bucket of the minute that left last, so that
 -- the common case, one minute leaving, needs a single call.
+--
+-- Held counts: a worker may hold a minute's bucket counts while win
+-- already has them (pend; see ingest.lua). Subtracting such a bucket would
+-- leave its held counts in win for good, and rebuilding win from the
+-- buckets would lose them, so a group whose leaving minutes reach the
+-- oldest minute still held (or that would rebuild while anything is held)
+-- changes nothing and replies -1; the caller tries again at its next tick.
+-- Workers write their holds within seconds, so this happens only when one
+-- has been stopped for about the hour a minute takes to leave the window.
 --
 -- Ranking (exact): the top K of cand is the window's when its K-th count is
 -- above floor, or floor is 0: any channel outside cand, or held at a count
@@ -116,6 +126,27 @@ local function subtract(win, cand, bucket)
   end
 end
 
+-- held_since returns the oldest minute whose counts a worker may still
+-- hold (pend's ":m" of a source whose ":s" is past its ":l"), or nil.
+local function held_since(pend)
+  local fields = redis.call('HGETALL', pend)
+  local v = {}
+  for i = 1, #fields, 2 do
+    v[fields[i]] = fields[i + 1]
+  end
+  local oldest
+  for name, s in pairs(v) do
+    if string.sub(name, -2) == ':s' then
+      local source = string.sub(name, 1, -3)
+      local m = tonumber(v[source .. ':m'])
+      if m and tonumber(s) > (tonumber(v[source .. ':l']) or -1) and (oldest == nil or m < oldest) then
+        oldest = m
+      end
+    end
+  end
+  return oldest
+end
+
 -- rebuild makes win the sum of the buckets of inside (their keys in passed).
 local function rebuild(win, inside, passed)
   redis.call('DEL', win)
@@ -137,12 +168,16 @@ local function rebuild(win, inside, passed)
 end
 
 -- refresh does one group; passed maps a minute to its bucket key.
-local function refresh(top, meta, win, through, minutes, cand, floor_key, passed)
+local function refresh(top, meta, win, through, minutes, cand, floor_key, pend, passed)
   local leaving = redis.call('ZRANGE', minutes, '-inf', '(' .. first, 'BYSCORE')
   local stale = false -- cand must be rebuilt from win
   if #leaving > 0 then
     if #missing(leaving, passed) > 0 then
       return leaving
+    end
+    local held = held_since(pend)
+    if held ~= nil and held <= tonumber(leaving[#leaving]) then
+      return -1
     end
     -- A sorted set with no members does not exist, so a size of 0 means
     -- the bucket expired.
@@ -153,6 +188,9 @@ local function refresh(top, meta, win, through, minutes, cand, floor_key, passed
       end
     end
     if lost then
+      if held ~= nil then
+        return -1
+      end
       local inside = redis.call('ZRANGE', minutes, first, '+inf', 'BYSCORE')
       if #missing(inside, passed) > 0 then
         for _, m in ipairs(leaving) do
@@ -195,10 +233,10 @@ while ki <= #KEYS do
   local b = tonumber(ARGV[ai])
   local passed = {}
   for i = 1, b do
-    passed[ARGV[ai + i]] = KEYS[ki + 6 + i]
+    passed[ARGV[ai + i]] = KEYS[ki + 7 + i]
   end
   replies[#replies + 1] = refresh(KEYS[ki], KEYS[ki + 1], KEYS[ki + 2], KEYS[ki + 3], KEYS[ki + 4],
-    KEYS[ki + 5], KEYS[ki + 6], passed)
-  ki, ai = ki + 7 + b, ai + 1 + b
+    KEYS[ki + 5], KEYS[ki + 6], KEYS[ki + 7], passed)
+  ki, ai = ki + 8 + b, ai + 1 + b
 end
 return replies

@@ -13,6 +13,7 @@ import (
 	"github.com/topk-dev/topk/pkg/keys"
 	"github.com/topk-dev/topk/pkg/scheduler"
 	"github.com/topk-dev/topk/pkg/store"
+	"github.com/topk-dev/topk/pkg/window"
 )
 
 func benchPipelineCommand(env *Env) *cli.Command {
@@ -29,6 +30,7 @@ func benchPipelineCommand(env *Env) *cli.Command {
 		&cli.IntFlag{Name: "k", Value: topk.DefaultK, Usage: "entries kept in each cached ranking"},
 		&cli.DurationFlag{Name: "fresh-every", Value: scheduler.DefaultFreshEvery, Usage: "how often the scheduler's long windows take in the current hour"},
 		&cli.IntFlag{Name: "max-pairs-per-call", Value: store.DefaultMaxPairsPerCall, Usage: "the ingest workers' largest script call, in (channel, count) pairs"},
+		&cli.DurationFlag{Name: "bucket-age", Value: window.DefaultBucketAge, Usage: "how long the ingest workers hold the minute buckets' counts (negative: with every batch, the write path before holds)"},
 		&cli.StringFlag{Name: "read-via", Value: bench.ReadRedis, Usage: "how the cached reads are made: redis (ZRANGE of a random workspace's top key), http (GET /v1/top of a random workspace) or http-trending (GET /trending), the HTTP ones through topk serve's handler on loopback"},
 		&cli.StringFlag{Name: "read-window", Value: keys.Window1h, Usage: "window the cached reads ask for: " + strings.Join(api.Windows, ", ") + " (the scheduler recomputes the long ones at their default cadence, 24h every minute: warm up longer than that)"},
 		topk.ReadCacheFlag(),
@@ -88,6 +90,7 @@ func benchPipeline(c *cli.Context, env *Env) error {
 		K:               c.Int("k"),
 		FreshEvery:      c.Duration("fresh-every"),
 		MaxPairsPerCall: c.Int("max-pairs-per-call"),
+		BucketAge:       c.Duration("bucket-age"),
 		QueryRate:       benchQueryRate(c),
 		ReadVia:         c.String("read-via"),
 		ReadWindow:      c.String("read-window"),

@@ -421,7 +421,8 @@ func TestAPIErrorBounds(t *testing.T) {
 
 	// One scheduler (cached rankings of 2 entries, every long window
 	// refreshed on every pass) passes now, just after the hour of the counts
-	// closed (its end plus the allowed lateness), and an hour after the
+	// closed (its end plus the fold delay: the allowed lateness and the
+	// workers' bucket hold), and an hour after the
 	// counts, when they have left the hour window.
 	clock := now
 	s, err := scheduler.New(scheduler.Params{Store: st, Clock: func() time.Time { return clock }, K: 2, Cadence: everyPass(),
@@ -431,7 +432,7 @@ func TestAPIErrorBounds(t *testing.T) {
 	}
 	hourEnd := time.Unix((window.HourOf(window.Minute(now))+1)*3600, 0)
 	later := now.Add(time.Hour + 2*time.Minute)
-	for _, at := range []time.Time{now, hourEnd.Add(window.DefaultLateness + time.Second), later} {
+	for _, at := range []time.Time{now, hourEnd.Add(s.FoldDelay() + time.Second), later} {
 		clock = at
 		if _, err := s.Tick(ctx); err != nil {
 			t.Fatal(err)

@@ -469,7 +469,7 @@ func (p *phase) consumers(storeClient rueidis.Client) (workers []func(context.Co
 		ws := make([]*ingest.Worker, cfg.Workers)
 		for i := range ws {
 			if ws[i], err = ingest.New(ingest.Config{Kafka: kcfg, Topic: p.topic, Group: groupID, Store: st,
-				BatchEvents: cfg.BatchEvents, BatchAge: cfg.BatchAge, Logger: e.log}); err != nil {
+				BatchEvents: cfg.BatchEvents, BatchAge: cfg.BatchAge, BucketAge: cfg.BucketAge, Logger: e.log}); err != nil {
 				return nil, nil, fmt.Errorf("bench.pipeline: %w", err)
 			}
 			workers = append(workers, ws[i].Run)
@@ -494,7 +494,7 @@ func (p *phase) consumers(storeClient rueidis.Client) (workers []func(context.Co
 	default:
 		return nil, nil, fmt.Errorf("bench.pipeline: unknown design %q", p.design)
 	}
-	sp := scheduler.Params{Store: st, Interval: cfg.Interval, K: cfg.K, FreshEvery: cfg.FreshEvery, Logger: e.log}
+	sp := scheduler.Params{Store: st, Interval: cfg.Interval, K: cfg.K, FreshEvery: cfg.FreshEvery, BucketAge: cfg.BucketAge, Logger: e.log}
 	if p.design == designNaive {
 		sp.Refresh = naiveRefresh(storeClient, p.ks, window.Hour)
 	}

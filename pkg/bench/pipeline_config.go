@@ -96,6 +96,10 @@ type PipelineConfig struct {
 	FreshEvery time.Duration `json:"fresh_every_ns"`
 	// MaxPairsPerCall is the store's (0: store.DefaultMaxPairsPerCall).
 	MaxPairsPerCall int `json:"max_pairs_per_call"`
+	// BucketAge is how long the workers hold the minute buckets' counts
+	// (ingest.Config's; 0: window.DefaultBucketAge; negative: with every
+	// batch, the write path before holds).
+	BucketAge time.Duration `json:"bucket_age_ns"`
 
 	// QueryRate is the cached reads per second (0: DefaultQueryRate;
 	// negative: no reads).
@@ -179,6 +183,9 @@ func (c PipelineConfig) withDefaults() PipelineConfig {
 	}
 	if c.MaxPairsPerCall == 0 {
 		c.MaxPairsPerCall = store.DefaultMaxPairsPerCall
+	}
+	if c.BucketAge == 0 {
+		c.BucketAge = window.DefaultBucketAge
 	}
 	if c.ReadVia == "" {
 		c.ReadVia = ReadRedis

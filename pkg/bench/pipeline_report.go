@@ -62,8 +62,8 @@ func (r *PipelineReport) WriteMarkdown(w io.Writer) {
 			reads = fmt.Sprintf("%s reads/s of `ZRANGE <top key of window %s> 0 %d REV WITHSCORES` of a uniformly random workload workspace", group(int64(c.QueryRate)), c.ReadWindow, ReadEntries-1)
 		}
 	}
-	fmt.Fprintf(w, "Offered load %s, measured for %s after a %s warm-up; %d ingest workers, %d partitions, batches of %s events or %s in calls of at most %d pairs, scheduler every %s (long windows' current hour every %s), K %d; %s; a freshness marker every %s. Redis %s (%s), broker: %s.\n\n",
-		rateString(c.Rate), c.Duration, c.Warmup, c.Workers, c.Partitions, group(int64(c.BatchEvents)), c.BatchAge, c.MaxPairsPerCall, c.Interval, c.FreshEvery, c.K,
+	fmt.Fprintf(w, "Offered load %s, measured for %s after a %s warm-up; %d ingest workers, %d partitions, batches of %s events or %s in calls of at most %d pairs, minute buckets held %s, scheduler every %s (long windows' current hour every %s), K %d; %s; a freshness marker every %s. Redis %s (%s), broker: %s.\n\n",
+		rateString(c.Rate), c.Duration, c.Warmup, c.Workers, c.Partitions, group(int64(c.BatchEvents)), c.BatchAge, c.MaxPairsPerCall, c.BucketAge, c.Interval, c.FreshEvery, c.K,
 		reads, c.MarkerEvery, r.RedisVersion, r.Redis, r.Brokers)
 	if len(r.Runs) > 1 {
 		fmt.Fprintf(w, "Medians of %d runs (seeds %d..%d).\n\n", len(r.Runs), r.Runs[0].Seed, r.Runs[len(r.Runs)-1].Seed)

@@ -180,6 +180,8 @@ func deploymentFlags() []cli.Flag {
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "hour-retention", EnvVars: []string{"TOPK_HOUR_RETENTION"}, Value: window.DefaultHourRetention, Usage: "how long hour buckets live after their hour (at least 30 days for the 30d window)"}),
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "day-retention", EnvVars: []string{"TOPK_DAY_RETENTION"}, Value: window.DefaultDayRetention, Usage: "how long day buckets live after their day"}),
 		latenessFlag(),
+		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "bucket-age", EnvVars: []string{"TOPK_BUCKET_AGE"}, Value: window.DefaultBucketAge,
+			Usage: "workers hold the minute buckets' counts over batches this long before writing them, and the scheduler folds a minute that much later (same value for all workers and schedulers; the running sums and rankings take every batch; negative: with every batch)"}),
 	}
 }
 

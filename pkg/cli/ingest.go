@@ -100,7 +100,7 @@ func channelSink(c *cli.Context, st *store.Store, guard *replica.Guard) func() (
 	return func() (ingest.Sink, error) {
 		w := writeStore(st, guard) // once per worker life
 		return ingest.NewChannelSink(w, ingest.ChannelOptions{Lateness: c.Duration("lateness"), MaxSkew: c.Duration("max-skew"),
-			UserMinuteCap: c.Int("user-minute-cap"), GlobalAge: c.Duration("global-age"), Users: uniqueUsers(c, w)})
+			UserMinuteCap: c.Int("user-minute-cap"), GlobalAge: c.Duration("global-age"), BucketAge: c.Duration("bucket-age"), Users: uniqueUsers(c, w)})
 	}
 }
 

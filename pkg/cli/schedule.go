@@ -49,7 +49,7 @@ func newScheduler(c *cli.Context, st *store.Store, log *slog.Logger) (*scheduler
 		return nil, err
 	}
 	s, err := scheduler.New(scheduler.Params{Store: st, Interval: c.Duration("interval"), K: c.Int("k"), Logger: log,
-		Lateness: c.Duration("lateness"), Cadence: cadence, FreshEvery: c.Duration("fresh-every"), Activity: users, OnTick: metrics.TickObserver})
+		Lateness: c.Duration("lateness"), BucketAge: c.Duration("bucket-age"), Cadence: cadence, FreshEvery: c.Duration("fresh-every"), Activity: users, OnTick: metrics.TickObserver})
 	if err != nil {
 		return nil, cli.Exit(err.Error(), ExitUsage)
 	}

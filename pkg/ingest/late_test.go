@@ -136,23 +136,29 @@ func runLateCases(t *testing.T, f *fixture, c rueidis.Client, lateness time.Dura
 		}
 	}
 
-	// The counted events are in their minute's bucket, nothing else is.
-	for ws, byMinute := range wantBuckets {
-		wk := keys.New("").Workspace(ws)
-		for m, want := range byMinute {
-			zs, err := c.Do(context.Background(), c.B().Zrange().Key(wk.Bucket(m)).Min("0").Max("-1").Withscores().Build()).AsZScores()
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := map[string]int64{}
-			for _, z := range zs {
-				got[z.Member] = int64(z.Score)
-			}
-			if fmt.Sprint(got) != fmt.Sprint(want) {
-				t.Errorf("workspace %q, minute %d: bucket %v, want %v", ws, m, got, want)
+	// The counted events are in their minute's bucket, nothing else is,
+	// once the worker, caught up, has written the buckets it held.
+	var wrong []string
+	waitFor(t, "the held buckets", func() bool {
+		wrong = wrong[:0]
+		for ws, byMinute := range wantBuckets {
+			wk := keys.New("").Workspace(ws)
+			for m, want := range byMinute {
+				zs, err := c.Do(context.Background(), c.B().Zrange().Key(wk.Bucket(m)).Min("0").Max("-1").Withscores().Build()).AsZScores()
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := map[string]int64{}
+				for _, z := range zs {
+					got[z.Member] = int64(z.Score)
+				}
+				if fmt.Sprint(got) != fmt.Sprint(want) {
+					wrong = append(wrong, fmt.Sprintf("workspace %q, minute %d: bucket %v, want %v", ws, m, got, want))
+				}
 			}
 		}
-	}
+		return len(wrong) == 0
+	}, func() { t.Log(strings.Join(wrong, "\n")) })
 	f.refresh(20)
 	f.checkTop(tr, 20)
 }

@@ -99,6 +99,9 @@ type Config struct {
 	// GlobalAge is how long the channel pipeline holds the global view's
 	// counts over batches (see ChannelOptions.GlobalAge).
 	GlobalAge time.Duration
+	// BucketAge is how long the channel pipeline holds the minute buckets'
+	// counts over batches (see ChannelOptions.BucketAge).
+	BucketAge time.Duration
 
 	// SessionTimeout is how long the group waits for a silent member before
 	// giving its partitions to the others (default DefaultSessionTimeout;
@@ -236,7 +239,7 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Sink == nil {
 		cfg.NewSink = func() (Sink, error) {
 			return NewChannelSink(cfg.Store, ChannelOptions{Lateness: cfg.Lateness, MaxSkew: cfg.MaxSkew,
-				UserMinuteCap: cfg.UserMinuteCap, GlobalAge: cfg.GlobalAge})
+				UserMinuteCap: cfg.UserMinuteCap, GlobalAge: cfg.GlobalAge, BucketAge: cfg.BucketAge})
 		}
 		sink, err := cfg.NewSink()
 		if err != nil {

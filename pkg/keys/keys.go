@@ -163,6 +163,12 @@ func (w Workspace) WinThrough(window string) string { return w.base + "win:" + w
 // (sorted set, member = score = minute).
 func (w Workspace) WinMinutes(window string) string { return w.base + "win:" + window + ":minutes" }
 
+// WinPend records, per source, which of Win's counts a worker may still
+// hold back from the minute buckets (hash: "<source>:s", ":l", ":m"; see
+// ingest.lua), so that a minute is never subtracted from Win before its
+// bucket is complete.
+func (w Workspace) WinPend(window string) string { return w.base + "win:" + window + ":pend" }
+
 // Hour is the hour bucket of unix hour h (seconds since the epoch / 3600).
 func (w Workspace) Hour(h int64) string { return w.base + "h:" + strconv.FormatInt(h, 10) }
 

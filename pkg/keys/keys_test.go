@@ -68,6 +68,7 @@ func TestKeyContract(t *testing.T) {
 				{"Win", w.Win(keys.Window1h), tt.win},
 				{"WinThrough", w.WinThrough(keys.Window1h), tt.win + ":through"},
 				{"WinMinutes", w.WinMinutes(keys.Window1h), tt.win + ":minutes"},
+				{"WinPend", w.WinPend(keys.Window1h), tt.win + ":pend"},
 				{"Fence", w.Fence(), strings.TrimSuffix(tt.win, "win:1h") + "fence"},
 				{"Base", w.Base(), strings.TrimSuffix(tt.win, "win:1h")},
 				{"Workspaces", s.Workspaces(), tt.workspaces},
@@ -430,7 +431,7 @@ func workspaceKeys(w keys.Workspace) []string {
 		w.Bucket(0), w.Bucket(1), w.Bucket(29574613), w.Bucket(-5),
 		w.Top(keys.Window1h), w.TopMeta(keys.Window1h),
 		w.Win(keys.Window1h), w.WinThrough(keys.Window1h), w.WinMinutes(keys.Window1h),
-		w.Fence(),
+		w.WinPend(keys.Window1h), w.Fence(),
 	}
 }
 

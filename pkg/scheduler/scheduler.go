@@ -77,8 +77,10 @@ type Params struct {
 	Clock    func() time.Time // default time.Now; tests inject a simulated clock
 	Logger   *slog.Logger
 	// Lateness is the ingest workers' allowed lateness (default
-	// window.DefaultLateness): a minute is rolled up once it has passed.
-	Lateness time.Duration
+	// window.DefaultLateness), and BucketAge how long they hold the minute
+	// buckets' counts (default window.DefaultBucketAge; negative: they do
+	// not): a minute is rolled up once both have passed, and foldSlack.
+	Lateness, BucketAge time.Duration
 	// Cadence is how often each long window's sum of the hours before the
 	// current one is recomputed, by name; missing entries take
 	// window.DefaultCadence. An entry of 0 turns the window off.
@@ -203,6 +205,9 @@ func New(p Params) (*Scheduler, error) {
 	}
 	if p.Lateness == 0 {
 		p.Lateness = window.DefaultLateness
+	}
+	if p.BucketAge == 0 {
+		p.BucketAge = window.DefaultBucketAge
 	}
 	if p.FreshEvery <= 0 {
 		p.FreshEvery = DefaultFreshEvery
@@ -487,6 +492,18 @@ func (s *Scheduler) forgetIdle(ctx context.Context, now time.Time) (int, error) 
 	return s.p.Store.ForgetBefore(ctx, window.Minute(now)-int64(s.p.Store.RollupOptions().DayRetention/time.Minute))
 }
 
+// foldSlack is how long after the workers' lateness and bucket hold the
+// rollup waits before it folds a minute: a batch's age and its writes. A
+// bucket count that lands after its minute was folded still counts
+// (ingest.lua adds it to the rollups), only at a higher cost.
+const foldSlack = 5 * time.Second
+
+// FoldDelay is how long after a minute ends the rollup folds it: by then
+// every count the workers accept for it has reached its bucket.
+func (s *Scheduler) FoldDelay() time.Duration {
+	return s.p.Lateness + max(s.p.BucketAge, 0) + foldSlack
+}
+
 // rollup rolls up the minutes whose allowed lateness has passed since the
 // last tick: for each, the workspaces with a bucket in it, and at the end
 // of an hour every workspace active in that hour, so that each hour closes
@@ -497,7 +514,7 @@ func (s *Scheduler) forgetIdle(ctx context.Context, now time.Time) (int, error) 
 // soon as one of its minutes changed (a late event), which one cheap read
 // of the hour's event counters tells.
 func (s *Scheduler) rollup(ctx context.Context, now time.Time) (int, error) {
-	closed := window.Minute(now.Add(-s.p.Lateness)) - 1
+	closed := window.Minute(now.Add(-s.FoldDelay())) - 1
 	if err := s.global.Roll(ctx, now, closed); err != nil {
 		return 0, err
 	}

@@ -7,6 +7,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 
 	"github.com/redis/rueidis"
@@ -74,18 +75,47 @@ type Part struct {
 // fences make even a re-sent call whose first reply was lost harmless.
 type Batch struct {
 	parts     []Part
+	mode      writeMode
 	index     []ActiveWorkspace // the index entries this batch raises
 	minutes   map[int64][]string
 	indexDone bool
 	calls     []call
 	done      []bool
 	dirtyDone bool
+	marksDone bool
 	// Skipped counts the events Redis had already applied (replays).
 	Skipped int64
 	// Recounted counts the workspace groups sent again, recounted after
 	// their fence, because a replay straddled it.
 	Recounted int
 }
+
+// writeMode is which of a batch's workspace counts its calls write.
+type writeMode int
+
+const (
+	// writeBoth writes the running sums and the minute buckets, each
+	// group's sum and buckets in the same call.
+	writeBoth writeMode = iota
+	// writeSums writes the running sums: the caller holds the buckets'
+	// counts and writes them later with writeBuckets.
+	writeSums
+	// writeBuckets writes held bucket counts, whose sums landed before.
+	writeBuckets
+	// writeGlobal writes the global view's summaries only.
+	writeGlobal
+)
+
+// groupKind is an ingest.lua group's kind (see the script).
+type groupKind string
+
+const (
+	heldSum   groupKind = "s" // a sum group whose buckets are held
+	pairedSum groupKind = "p" // a sum group whose bucket group follows in its call
+	bucketsOf groupKind = "b" // a bucket group
+	// landedMark records that a source's held buckets landed.
+	landedMark groupKind = "l"
+)
 
 // call is one atomic unit of a batch: a script call, or (RedisBloom) a
 // pipeline of module commands.
@@ -118,9 +148,11 @@ type groupRef struct {
 	part int
 }
 
-// ingestGroup is one group of a call: its source's offsets and its parts,
-// the whole group's counts or some of its chunks (see ingest.lua).
+// ingestGroup is one group of a call: its kind, its source's offsets and
+// its parts, the whole group's counts or some of its chunks (see
+// ingest.lua).
 type ingestGroup struct {
+	kind   groupKind
 	ref    groupRef
 	src    Source
 	chunks []chunkCounts
@@ -167,11 +199,10 @@ func (ic *ingestCall) exec(ctx context.Context, c rueidis.Client) error {
 // Pending reports how many Redis calls of the batch are not yet acknowledged.
 func (b *Batch) Pending() int {
 	n := 0
-	if !b.indexDone {
-		n++
-	}
-	if !b.dirtyDone {
-		n++
+	for _, done := range []bool{b.indexDone, b.dirtyDone, b.marksDone} {
+		if !done {
+			n++
+		}
 	}
 	for _, d := range b.done {
 		if !d {
@@ -205,20 +236,45 @@ func (s *Store) PrepareParts(parts []Part) *Batch {
 // ingest.ChannelOptions.GlobalAge): the summaries then take fewer, larger
 // merges, and their cut tail shrinks.
 func (s *Store) PrepareGlobalParts(parts []Part) *Batch {
-	b := &Batch{parts: parts, calls: s.prepareGlobal(parts), indexDone: true, dirtyDone: true}
+	b := &Batch{parts: parts, mode: writeGlobal, calls: s.prepareGlobal(parts), indexDone: true, dirtyDone: true, marksDone: true}
 	b.done = make([]bool, len(b.calls))
 	return b
 }
 
-// PrepareWorkspaceParts is PrepareParts without the global view.
+// PrepareWorkspaceParts is PrepareParts without the global view: each
+// workspace's running sum and minute buckets, written together.
 func (s *Store) PrepareWorkspaceParts(parts []Part) *Batch {
-	b := &Batch{parts: parts, minutes: map[int64][]string{}}
+	return s.prepareWorkspaces(parts, writeBoth)
+}
+
+// PrepareSumParts is PrepareWorkspaceParts for the running sums alone: the
+// caller holds the minute buckets' counts over several batches (see
+// ingest.ChannelOptions.BucketAge) and writes them with PrepareBucketParts,
+// once every batch they count was applied with PrepareSumParts. Until then
+// the refresh subtracts none of their minutes (see ingest.lua, "Held
+// counts").
+func (s *Store) PrepareSumParts(parts []Part) *Batch {
+	return s.prepareWorkspaces(parts, writeSums)
+}
+
+// PrepareBucketParts writes the minute buckets of parts whose sums landed
+// with PrepareSumParts, each part spanning the offsets of the batches it
+// holds, and then records that they landed.
+func (s *Store) PrepareBucketParts(parts []Part) *Batch {
+	return s.prepareWorkspaces(parts, writeBuckets)
+}
+
+func (s *Store) prepareWorkspaces(parts []Part, mode writeMode) *Batch {
+	b := &Batch{parts: parts, mode: mode, minutes: map[int64][]string{}, marksDone: mode != writeBuckets}
 	last := map[string]int64{}
 	seen := map[int64]map[string]bool{}
-	ic := s.newIngestCalls()
+	ic := s.newIngestCalls(mode)
 	for pi, p := range parts {
 		for ws, byMinute := range p.Counts {
 			ic.group(groupRef{ws: ws, part: pi}, p.Source, byMinute)
+			if mode == writeBuckets {
+				continue // the sums' batches named the workspaces and minutes
+			}
 			for m := range byMinute {
 				if l, ok := last[ws]; !ok || m > l {
 					last[ws] = m
@@ -239,7 +295,7 @@ func (s *Store) PrepareWorkspaceParts(parts []Part) *Batch {
 	b.calls = ic.calls
 	b.done = make([]bool, len(b.calls))
 	b.indexDone = len(b.index) == 0
-	b.dirtyDone = len(b.index) == 0
+	b.dirtyDone = len(b.index) == 0 && mode != writeBuckets
 	return b
 }
 
@@ -259,21 +315,28 @@ func mergeCounts(parts []Part) Counts {
 // for the layout) of at most MaxPairsPerCall pairs. A group larger than
 // that is split by channel into chunks (fenceChunk), each fenced on its
 // own, and its chunks go in as many calls as they need; only a single
-// chunk larger than that makes a larger call.
+// chunk larger than that makes a larger call. mode decides each group's
+// kind: a held sum, a bucket group, or (writeBoth) a sum and its bucket
+// group in the same call.
 type ingestCalls struct {
 	max   int
+	mode  writeMode
 	win   window.Window
 	keys  keys.Space
 	args  []string // the arguments every call starts with
-	one   bool     // one group per call (cluster: one slot per call)
+	one   bool     // one workspace per call (cluster: one slot per call)
 	calls []call
 	cur   *ingestCall
 	pairs int // pairs in cur
 }
 
-func (s *Store) newIngestCalls() *ingestCalls {
-	return &ingestCalls{max: s.opts.MaxPairsPerCall, win: s.win, keys: s.keys, one: s.cluster,
-		args: []string{seconds(s.opts.Rollup.HourRetention), seconds(s.opts.Rollup.DayRetention), strconv.Itoa(s.opts.Candidates)}}
+func (s *Store) newIngestCalls(mode writeMode) *ingestCalls {
+	return &ingestCalls{max: s.opts.MaxPairsPerCall, mode: mode, win: s.win, keys: s.keys, one: s.cluster, args: s.ingestArgs()}
+}
+
+// ingestArgs are the arguments every ingest.lua call starts with.
+func (s *Store) ingestArgs() []string {
+	return []string{seconds(s.opts.Rollup.HourRetention), seconds(s.opts.Rollup.DayRetention), strconv.Itoa(s.opts.Candidates)}
 }
 
 // fenceChunks is how many chunks a large group's channels are split into.
@@ -295,15 +358,30 @@ func fenceChunk(ch string) int {
 // group adds the counts of one workspace from one source: whole, or in
 // chunks when they hold more than a call's pairs.
 func (ic *ingestCalls) group(ref groupRef, src Source, byMinute map[int64]map[string]int64) {
+	ic.groupOf(ic.kinds(), ref, src, byMinute)
+}
+
+// kinds are the groups ic's mode writes for one workspace's counts.
+func (ic *ingestCalls) kinds() []groupKind {
+	switch ic.mode {
+	case writeSums:
+		return []groupKind{heldSum}
+	case writeBuckets:
+		return []groupKind{bucketsOf}
+	}
+	return []groupKind{pairedSum, bucketsOf}
+}
+
+func (ic *ingestCalls) groupOf(kinds []groupKind, ref groupRef, src Source, byMinute map[int64]map[string]int64) {
 	n := 0
 	for _, byChannel := range byMinute {
 		n += len(byChannel)
 	}
-	if n <= ic.max {
-		ic.add(ingestGroup{ref: ref, src: src, chunks: []chunkCounts{{chunk: -1, counts: byMinute, pairs: n}}})
+	if n*len(kinds) <= ic.max {
+		ic.add(kinds, ingestGroup{ref: ref, src: src, chunks: []chunkCounts{{chunk: -1, counts: byMinute, pairs: n}}})
 		return
 	}
-	ic.chunked(ref, src, byMinute)
+	ic.chunked(kinds, ref, src, byMinute)
 }
 
 // splitChunks splits byMinute's counts by their channels' chunk; chunk i
@@ -330,8 +408,8 @@ func splitChunks(byMinute map[int64]map[string]int64) *[fenceChunks]chunkCounts 
 }
 
 // chunked adds the counts of one workspace from one source in chunks,
-// packed into calls of at most max pairs.
-func (ic *ingestCalls) chunked(ref groupRef, src Source, byMinute map[int64]map[string]int64) {
+// packed into calls of at most max pairs (counting each kind's).
+func (ic *ingestCalls) chunked(kinds []groupKind, ref groupRef, src Source, byMinute map[int64]map[string]int64) {
 	chunks := splitChunks(byMinute)
 	g := ingestGroup{ref: ref, src: src}
 	pairs := 0
@@ -339,21 +417,21 @@ func (ic *ingestCalls) chunked(ref groupRef, src Source, byMinute map[int64]map[
 		if chunks[i].pairs == 0 {
 			continue
 		}
-		if len(g.chunks) > 0 && pairs+chunks[i].pairs > ic.max {
-			ic.add(g)
+		if len(g.chunks) > 0 && (pairs+chunks[i].pairs)*len(kinds) > ic.max {
+			ic.add(kinds, g)
 			g, pairs = ingestGroup{ref: ref, src: src}, 0
 		}
 		g.chunks = append(g.chunks, chunks[i])
 		pairs += chunks[i].pairs
 	}
 	if len(g.chunks) > 0 {
-		ic.add(g)
+		ic.add(kinds, g)
 	}
 }
 
-// add adds one group to the current call, or to a new one when it would
-// take the current call past max pairs.
-func (ic *ingestCalls) add(g ingestGroup) {
+// add adds group g once of each kind, in that order, to the current call,
+// or to a new one when they would take the current call past max pairs.
+func (ic *ingestCalls) add(kinds []groupKind, g ingestGroup) {
 	// The group's minutes, in any order the keys and the parts share.
 	n := 0
 	var order []int64
@@ -373,19 +451,36 @@ func (ic *ingestCalls) add(g ingestGroup) {
 			order = append(order, m)
 		}
 	}
-	if ic.cur == nil || ic.one || (ic.pairs > 0 && ic.pairs+n > ic.max) {
-		ic.cur = &ingestCall{scriptCall: scriptCall{script: lua.Ingest, args: append([]string(nil), ic.args...)}}
+	n *= len(kinds)
+	if ic.cur == nil || (ic.one && ic.cur.groups[0].ref.ws != g.ref.ws) || (ic.pairs > 0 && ic.pairs+n > ic.max) {
+		ic.cur = &ingestCall{scriptCall: scriptCall{script: lua.Ingest, args: ic.args[:len(ic.args):len(ic.args)]}}
 		ic.calls = append(ic.calls, ic.cur)
 		ic.pairs = 0
 	}
+	for _, kind := range kinds {
+		g.kind = kind
+		ic.addOne(g, order)
+	}
+	ic.pairs += n
+}
+
+// addOne appends group g (its minutes in order) to the current call.
+func (ic *ingestCalls) addOne(g ingestGroup, order []int64) {
 	c := ic.cur
 	c.groups = append(c.groups, g)
 	wk := ic.keys.Workspace(g.ref.ws)
-	c.keys = append(c.keys, wk.Win(keys.Window1h), wk.WinThrough(keys.Window1h), wk.WinMinutes(keys.Window1h), wk.Fence(),
-		wk.Roll(), wk.Fold(), wk.WinCand(keys.Window1h), wk.WinFloor(keys.Window1h))
-	c.args = append(c.args, wk.Base(), g.src.Name, strconv.FormatInt(g.src.First, 10), strconv.FormatInt(g.src.Last, 10), strconv.Itoa(len(order)))
+	if g.kind == bucketsOf {
+		c.keys = append(c.keys, wk.Fence(), wk.Roll(), wk.Fold())
+		for _, m := range order {
+			c.keys = append(c.keys, wk.Bucket(m))
+		}
+	} else {
+		c.keys = append(c.keys, wk.Fence(), wk.Win(keys.Window1h), wk.WinThrough(keys.Window1h), wk.WinMinutes(keys.Window1h),
+			wk.WinCand(keys.Window1h), wk.WinFloor(keys.Window1h), wk.WinPend(keys.Window1h))
+	}
+	c.args = append(c.args, string(g.kind), wk.Base(), g.src.Name, strconv.FormatInt(g.src.First, 10), strconv.FormatInt(g.src.Last, 10),
+		strconv.Itoa(len(order)))
 	for _, m := range order {
-		c.keys = append(c.keys, wk.Bucket(m))
 		c.args = append(c.args, strconv.FormatInt(m, 10), strconv.FormatInt(ic.win.ExpireAt(m), 10))
 	}
 	c.args = append(c.args, strconv.Itoa(len(g.chunks)))
@@ -399,21 +494,21 @@ func (ic *ingestCalls) add(g ingestGroup) {
 			byChannel := ch.counts[m]
 			c.args = append(c.args, strconv.Itoa(len(byChannel)))
 			for member, n := range byChannel {
-				c.args = append(c.args, member, strconv.FormatInt(n, 10))
+				c.args = append(c.args, strconv.FormatInt(n, 10), member)
 			}
 		}
 	}
-	ic.pairs += n
 }
 
 // Apply sends what of b Redis has not acknowledged yet, in three steps:
 //  1. the workspace index and the per-minute workspace sets, so the
 //     scheduler can never miss a workspace whose counts landed;
 //  2. the script calls, in parallel;
-//  3. the dirty sets, only once every count landed, so a refresh triggered
-//     by them always sees them: every workspace to the hour's, and those
-//     of the calls whose counts may change a long window's sum (ingest.lua)
-//     to the sums'.
+//  3. once every count landed: the dirty sets, so a refresh triggered by
+//     them always sees them (every workspace of a batch with sums to the
+//     hour's; those of the calls whose bucket counts may change a long
+//     window's sum, as ingest.lua tells, to the sums'); and, for held
+//     buckets, the record in each workspace's pend that they landed.
 func (s *Store) Apply(ctx context.Context, b *Batch) error {
 	if !b.indexDone {
 		zadd := s.c.B().Zadd().Key(s.keys.Workspaces()).Gt().ScoreMember()
@@ -445,12 +540,14 @@ func (s *Store) Apply(ctx context.Context, b *Batch) error {
 		return err
 	}
 	if !b.dirtyDone {
-		ids := make([]string, len(b.index))
-		for i, e := range b.index {
-			ids[i] = e.ID
-		}
-		if err := s.c.Do(ctx, s.c.B().Sadd().Key(s.keys.Dirty()).Member(ids...).Build()).Error(); err != nil {
-			return fmt.Errorf("store.apply: dirty set: %w", err)
+		if len(b.index) > 0 {
+			ids := make([]string, len(b.index))
+			for i, e := range b.index {
+				ids[i] = e.ID
+			}
+			if err := s.c.Do(ctx, s.c.B().Sadd().Key(s.keys.Dirty()).Member(ids...).Build()).Error(); err != nil {
+				return fmt.Errorf("store.apply: dirty set: %w", err)
+			}
 		}
 		if resum := b.resums(); len(resum) > 0 {
 			if err := s.c.Do(ctx, s.c.B().Sadd().Key(s.keys.SumsDirty()).Member(resum...).Build()).Error(); err != nil {
@@ -459,8 +556,52 @@ func (s *Store) Apply(ctx context.Context, b *Batch) error {
 		}
 		b.dirtyDone = true
 	}
+	if !b.marksDone {
+		if err := s.markLanded(ctx, b); err != nil {
+			return err
+		}
+		b.marksDone = true
+	}
 	return nil
 }
+
+// markLanded records, for every workspace and source of a batch of held
+// buckets, that its bucket counts up to the source's last offset landed
+// (ingest.lua's marks, which raise pend's "<source>:l"), so the refresh
+// may subtract their minutes again. It runs once every call of the batch
+// landed, recounts included.
+func (s *Store) markLanded(ctx context.Context, b *Batch) error {
+	var calls []*scriptCall
+	var cur *scriptCall
+	for _, p := range b.parts {
+		if p.Source.Name == "" {
+			continue
+		}
+		for ws, byMinute := range p.Counts {
+			newest := int64(math.MinInt64)
+			for m := range byMinute {
+				newest = max(newest, m)
+			}
+			if cur == nil || s.cluster || len(cur.keys) == marksPerCall {
+				cur = &scriptCall{script: lua.Ingest, args: s.ingestArgs()}
+				calls = append(calls, cur)
+			}
+			cur.keys = append(cur.keys, s.keys.Workspace(ws).WinPend(keys.Window1h))
+			cur.args = append(cur.args, string(landedMark), "", p.Source.Name, strconv.FormatInt(p.Source.First, 10),
+				strconv.FormatInt(p.Source.Last, 10), "1", strconv.FormatInt(newest, 10), strconv.FormatInt(s.win.ExpireAt(newest), 10), "0")
+		}
+	}
+	for _, c := range calls {
+		if err := c.exec(ctx, s.c); err != nil {
+			return fmt.Errorf("store.apply: held buckets' marks: %w", err)
+		}
+	}
+	return nil
+}
+
+// marksPerCall is how many workspaces' marks one ingest.lua call carries
+// on a single Redis (a mark is two hash commands).
+const marksPerCall = 500
 
 // resums returns the workspaces of b's calls whose counts may change a
 // long window's sum, as ingest.lua told (each once).
@@ -535,8 +676,13 @@ func (s *Store) recount(b *Batch) (int, error) {
 		recounts[k] = c
 		return c, nil
 	}
-	ic := s.newIngestCalls()
+	ic := s.newIngestCalls(b.mode)
 	for _, o := range redo {
+		if o.group.kind == pairedSum {
+			// Sent again, a sum no longer lands with its buckets: it is
+			// held until they landed too, at the end of this Apply.
+			b.marksDone = false
+		}
 		if err := ic.again(o, counted); err != nil {
 			return 0, err
 		}
@@ -562,15 +708,21 @@ func (s *Store) recount(b *Batch) (int, error) {
 	return len(redo) + len(redoGlobal), nil
 }
 
-// again adds the group part o straddled its fence with: whole, over chunks
-// fenced apart, it goes again in chunks, with the same counts; otherwise
-// it is recounted from the records after the fence (counted gives a
-// part's counts after an offset) and goes again as it was, whole or the
-// one chunk, since that chunk's fence is the one it straddled.
+// again adds the group part o straddled its fence with, of the same kind
+// (a paired sum goes again as a held one, since its bucket group is not
+// sent with it): whole, over chunks fenced apart, it goes again in chunks,
+// with the same counts; otherwise it is recounted from the records after
+// the fence (counted gives a part's counts after an offset) and goes
+// again as it was, whole or the one chunk, since that chunk's fence is the
+// one it straddled.
 func (ic *ingestCalls) again(o overlap, counted func(part int, fence int64) (Counts, error)) error {
 	g := o.group
+	kinds := []groupKind{g.kind}
+	if g.kind == pairedSum {
+		kinds[0] = heldSum
+	}
 	if o.fence < 0 {
-		ic.chunked(g.ref, g.src, o.part.counts)
+		ic.chunked(kinds, g.ref, g.src, o.part.counts)
 		return nil
 	}
 	c, err := counted(g.ref.part, o.fence)
@@ -579,11 +731,11 @@ func (ic *ingestCalls) again(o overlap, counted func(part int, fence int64) (Cou
 	}
 	src := Source{Name: g.src.Name, First: o.fence + 1, Last: g.src.Last}
 	if o.part.chunk < 0 {
-		ic.group(g.ref, src, c[g.ref.ws])
+		ic.groupOf(kinds, g.ref, src, c[g.ref.ws])
 		return nil
 	}
 	if part := splitChunks(c[g.ref.ws])[o.part.chunk]; part.pairs > 0 { // none left: nothing to do
-		ic.add(ingestGroup{ref: g.ref, src: src, chunks: []chunkCounts{part}})
+		ic.add(kinds, ingestGroup{ref: g.ref, src: src, chunks: []chunkCounts{part}})
 	}
 	return nil
 }

@@ -15,7 +15,9 @@ import (
 )
 
 // Refresh slides each workspace's running window sum to the window ending
-// at now and replaces its cached top k atomically (see refresh.lua).
+// at now and replaces its cached top k atomically (see refresh.lua). A
+// workspace whose leaving minute a worker still holds counts of is left as
+// it is and marked dirty again, so that the next refresh tries it again.
 func (s *Store) Refresh(ctx context.Context, workspaces []string, now time.Time, k int) error {
 	first := s.win.First(now)
 	args := []string{
@@ -35,12 +37,19 @@ func (s *Store) Refresh(ctx context.Context, workspaces []string, now time.Time,
 	for i, ws := range workspaces {
 		todo[i] = refreshGroup{ws: ws, minutes: lastLeft}
 	}
+	var waiting []string
 	for range refreshAttempts {
-		again, err := s.refreshRound(ctx, todo, args)
+		again, held, err := s.refreshRound(ctx, todo, args)
 		if err != nil {
 			return err
 		}
+		waiting = append(waiting, held...)
 		if len(again) == 0 {
+			if len(waiting) > 0 {
+				if err := s.c.Do(ctx, s.c.B().Sadd().Key(s.keys.Dirty()).Member(waiting...).Build()).Error(); err != nil {
+					return fmt.Errorf("store.refresh: dirty set: %w", err)
+				}
+			}
 			return nil
 		}
 		todo = again
@@ -68,8 +77,9 @@ type refreshGroup struct {
 }
 
 // refreshRound runs refresh.lua over groups and returns the groups that
-// asked for more buckets, each with the minutes it asked for.
-func (s *Store) refreshRound(ctx context.Context, groups []refreshGroup, args []string) ([]refreshGroup, error) {
+// asked for more buckets, each with the minutes it asked for, and the
+// workspaces that wait for held counts.
+func (s *Store) refreshRound(ctx context.Context, groups []refreshGroup, args []string) ([]refreshGroup, []string, error) {
 	per := refreshGroupsPerCall
 	if s.cluster {
 		per = 1 // one workspace, one slot, per call
@@ -78,12 +88,13 @@ func (s *Store) refreshRound(ctx context.Context, groups []refreshGroup, args []
 	var (
 		mu       sync.Mutex
 		again    []refreshGroup
+		waiting  []string
 		firstErr error
 		failed   int
 	)
 	s.parallel(calls, func(i int) {
 		part := groups[i*per : min((i+1)*per, len(groups))]
-		asked, err := s.refreshCall(ctx, part, args)
+		asked, held, err := s.refreshCall(ctx, part, args)
 		mu.Lock()
 		defer mu.Unlock()
 		if err != nil {
@@ -94,21 +105,22 @@ func (s *Store) refreshRound(ctx context.Context, groups []refreshGroup, args []
 			return
 		}
 		again = append(again, asked...)
+		waiting = append(waiting, held...)
 	})
 	if firstErr != nil {
-		return nil, fmt.Errorf("store.refresh: %d of %d workspaces failed: %w", failed, len(groups), firstErr)
+		return nil, nil, fmt.Errorf("store.refresh: %d of %d workspaces failed: %w", failed, len(groups), firstErr)
 	}
-	return again, nil
+	return again, waiting, nil
 }
 
-func (s *Store) refreshCall(ctx context.Context, groups []refreshGroup, args []string) ([]refreshGroup, error) {
-	ks := make([]string, 0, 8*len(groups))
+func (s *Store) refreshCall(ctx context.Context, groups []refreshGroup, args []string) ([]refreshGroup, []string, error) {
+	ks := make([]string, 0, 9*len(groups))
 	as := append(make([]string, 0, len(args)+2*len(groups)), args...)
 	for _, g := range groups {
 		wk := s.keys.Workspace(g.ws)
 		ks = append(ks, wk.Top(keys.Window1h), wk.TopMeta(keys.Window1h),
 			wk.Win(keys.Window1h), wk.WinThrough(keys.Window1h), wk.WinMinutes(keys.Window1h),
-			wk.WinCand(keys.Window1h), wk.WinFloor(keys.Window1h))
+			wk.WinCand(keys.Window1h), wk.WinFloor(keys.Window1h), wk.WinPend(keys.Window1h))
 		as = append(as, strconv.Itoa(len(g.minutes)))
 		for _, m := range g.minutes {
 			ks = append(ks, wk.Bucket(m))
@@ -117,23 +129,27 @@ func (s *Store) refreshCall(ctx context.Context, groups []refreshGroup, args []s
 	}
 	replies, err := lua.Refresh.Exec(ctx, s.c, ks, as).ToArray()
 	if err != nil {
-		return nil, fmt.Errorf("workspace %q and %d more: %w", groups[0].ws, len(groups)-1, err)
+		return nil, nil, fmt.Errorf("workspace %q and %d more: %w", groups[0].ws, len(groups)-1, err)
 	}
 	if len(replies) != len(groups) {
-		return nil, fmt.Errorf("%w: refresh.lua answered %d groups of %d", ErrBadReply, len(replies), len(groups))
+		return nil, nil, fmt.Errorf("%w: refresh.lua answered %d groups of %d", ErrBadReply, len(replies), len(groups))
 	}
 	var again []refreshGroup
+	var waiting []string
 	for i, r := range replies {
-		if _, err := r.AsInt64(); err == nil {
+		if n, err := r.AsInt64(); err == nil {
+			if n < 0 {
+				waiting = append(waiting, groups[i].ws)
+			}
 			continue
 		}
 		minutes, err := r.AsIntSlice()
 		if err != nil {
-			return nil, fmt.Errorf("%w: refresh.lua reply for %q: %v", ErrBadReply, groups[i].ws, err)
+			return nil, nil, fmt.Errorf("%w: refresh.lua reply for %q: %v", ErrBadReply, groups[i].ws, err)
 		}
 		again = append(again, refreshGroup{ws: groups[i].ws, minutes: minutes})
 	}
-	return again, nil
+	return again, waiting, nil
 }
 
 // Beat records that the scheduler completed a pass over window at t.

@@ -106,6 +106,12 @@ func DayOf(h int64) int64 { return floorDiv(h, 24) }
 // a minute up once its lateness has passed.
 const DefaultLateness = 30 * time.Second
 
+// DefaultBucketAge is how long ingest workers hold the minute buckets'
+// counts over batches before they write them (see
+// ingest.ChannelOptions.BucketAge); the scheduler folds a minute that much
+// later still, so that its bucket is complete when it does.
+const DefaultBucketAge = 15 * time.Second
+
 // Default retention of the rollup levels: minute buckets outlive the hour
 // window by an hour, so a scheduler outage of up to an hour loses no
 // rollup; hour buckets cover the 30-day window's edges; day buckets a year.
