@@ -21,15 +21,19 @@ import (
 // each iteration applies one flush of 200,000 workload-A events (1 s at
 // 200,000 events/s, its workspaces spread over 8 fenced partitions as the
 // records' keys spread them) with ingest.lua, into one minute that grows
-// as the flushes add up, as under live traffic. It reports the Redis
-// server's CPU (INFO's used_cpu_sys + used_cpu_user) and commands per
-// event: unlike the end-to-end pipeline benchmark, nothing else shares
-// what is measured, so two versions of the scripts compare within a few
-// percent on a noisy machine.
+// as the flushes add up, as under live traffic. As the workers do, the
+// running sums go with every flush and the minute buckets with every
+// TOPK_BENCH_HOLD flushes (default 15, a 15 s hold; 0: with every flush,
+// each group's sum and buckets in one call), the hold's write timed with
+// the flush that ends it. It reports the Redis server's CPU (INFO's
+// used_cpu_sys + used_cpu_user) and commands per event: unlike the
+// end-to-end pipeline benchmark, nothing else shares what is measured, so
+// two versions of the scripts compare within a few percent on a noisy
+// machine. Run it a multiple of the hold's flushes (-benchtime 30x).
 // TOPK_BENCH_REDIS_ARGS passes arguments to the redis-server it starts
 // (e.g. "--hash-max-listpack-entries 128"), TOPK_BENCH_MAX_PAIRS sets
 // MaxPairsPerCall (a huge value: no group is chunked).
-// Run: go test -run '^$' -bench ApplyRedisCPU -benchtime 20x ./pkg/store/
+// Run: go test -run '^$' -bench ApplyRedisCPU -benchtime 30x ./pkg/store/
 func BenchmarkApplyRedisCPU(b *testing.B) {
 	const events, partitions = 200_000, 8
 	gen, err := loadgen.New(loadgen.DefaultConfig())
@@ -39,6 +43,7 @@ func BenchmarkApplyRedisCPU(b *testing.B) {
 	r := testenv.Redis(b, strings.Fields(os.Getenv("TOPK_BENCH_REDIS_ARGS"))...)
 	c := testenv.Client(b, r.Addr())
 	maxPairs := testenv.EnvInt("TOPK_BENCH_MAX_PAIRS", 0) // 0: the default
+	holdFlushes := testenv.EnvInt("TOPK_BENCH_HOLD", 15)
 	st := store.New(c, keys.New(""), window.Hour, store.Options{MaxPairsPerCall: maxPairs})
 	ctx := context.Background()
 	m := window.Minute(time.Now())
@@ -59,11 +64,45 @@ func BenchmarkApplyRedisCPU(b *testing.B) {
 		}
 		return parts
 	}
+	// held are the parts of the flushes since the last hold was written,
+	// merged by partition; prepare returns the batches that write one
+	// flush as the workers do, in order.
+	var held []store.Part
+	flushes := 0
+	prepare := func(parts []store.Part) []*store.Batch {
+		if holdFlushes <= 0 {
+			return []*store.Batch{st.PrepareWorkspaceParts(parts)}
+		}
+		if held == nil {
+			held = make([]store.Part, partitions)
+			for i, p := range parts {
+				held[i] = store.Part{Source: store.Source{Name: p.Source.Name, First: p.Source.First}, Counts: store.Counts{}}
+			}
+		}
+		for i, p := range parts {
+			held[i].Counts.AddCounts(p.Counts)
+			held[i].Source.Last = p.Source.Last
+		}
+		out := []*store.Batch{st.PrepareSumParts(parts)}
+		if flushes++; flushes%holdFlushes == 0 {
+			out = append(out, st.PrepareBucketParts(held))
+			held = nil
+		}
+		return out
+	}
+	apply := func(batches []*store.Batch) error {
+		for _, bt := range batches {
+			if err := st.Apply(ctx, bt); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	// TOPK_BENCH_PREFILL flushes are applied first, untimed: a longer-lived
 	// hour has larger running sums.
 	prefill := testenv.EnvInt("TOPK_BENCH_PREFILL", 0)
 	for range prefill {
-		if err := st.Apply(ctx, st.PrepareWorkspaceParts(flush())); err != nil {
+		if err := apply(prepare(flush())); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -71,8 +110,8 @@ func BenchmarkApplyRedisCPU(b *testing.B) {
 	var cpu, cmds float64
 	for range b.N {
 		b.StopTimer()
-		batch := st.PrepareWorkspaceParts(flush())
-		dc, dn := testenv.RedisSpent(b, c, func() error { return st.Apply(ctx, batch) })
+		batches := prepare(flush())
+		dc, dn := testenv.RedisSpent(b, c, func() error { return apply(batches) })
 		cpu, cmds = cpu+dc, cmds+dn
 		b.StartTimer()
 	}
