@@ -128,9 +128,10 @@ const (
 )
 
 // guardLiveFlags are ingest's and schedule's flags in the live runs: a
-// batch every 100 ms, each committed at once (--global-age below 0), so
-// that the guard's WAIT runs 10 times a second, its most frequent.
-var guardLiveFlags = []string{"--batch-age", "100ms", "--global-age", "-1s"}
+// batch every 100 ms, each committed at once (--bucket-age and
+// --global-age below 0), so that the guard's WAIT runs 10 times a second,
+// its most frequent.
+var guardLiveFlags = []string{"--batch-age", "100ms", "--bucket-age", "-1s", "--global-age", "-1s"}
 
 // guardEnv is the deployment the runs share.
 type guardEnv struct {

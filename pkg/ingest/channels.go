@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"hash/maphash"
-	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -92,33 +91,18 @@ type channelSink struct {
 	userBatch *uniq.Batch
 
 	globalAge, bucketAge time.Duration
-	// held are the counts of the batches written to the workspaces' sums
-	// and not yet to the global view, since heldSince (wall time);
-	// heldBuckets those not yet to the minute buckets, since bucketsSince.
+	// buckets holds the counts written to the running sums and not yet to
+	// the minute buckets, global those not yet to the global view;
 	// heldEvents counts the events either holds.
-	held         map[topicPartition]*part
-	heldSince    time.Time
-	heldBuckets  map[topicPartition]*part
-	bucketsSince time.Time
-	heldEvents   int64
-	release      bool         // Release was called: the next Write writes what is held
-	global       *store.Batch // held as prepared for Redis, once Write built it
-	buckets      *store.Batch // heldBuckets as prepared for Redis, once Write built it
-}
-
-// part is what a batch holds from one partition: the counts, the offsets
-// they span (from the first record to the last, valid or not), and the
-// counted events themselves, so that the counts after an offset can be
-// recounted when a replay straddles a fence in Redis.
-type part struct {
-	counts      store.Counts
-	first, last int64
-	counted     []countedEvent
-}
-
-type countedEvent struct {
-	offset, minute int64
-	ws, ch         string
+	buckets, global hold
+	bucketsSince    time.Time // the oldest counts not in the buckets (in either hold) came then
+	heldEvents      int64
+	release         bool // Release was called: the next Write writes what is held
+	// last is the last record given to Add of each partition, and writing
+	// the held counts being written in the background (nil when none).
+	last    map[topicPartition]*kgo.Record
+	writing *heldWrite
+	now     func() time.Time // the holds' clock: time.Now
 }
 
 // NewChannelSink returns the channel pipeline's sink over st: events count
@@ -140,7 +124,7 @@ func NewChannelSink(st *store.Store, o ChannelOptions) (Sink, error) {
 	}
 	s := &channelSink{st: st, rule: rule, win: st.Window(), userCap: newUserCap(o.UserMinuteCap),
 		parts: map[topicPartition]*part{}, globalAge: o.GlobalAge, bucketAge: o.BucketAge,
-		held: map[topicPartition]*part{}, heldBuckets: map[topicPartition]*part{}}
+		buckets: newHold(), global: newHold(), now: time.Now}
 	if o.Users != nil {
 		s.users, s.userBatch = o.Users, o.Users.NewBatch()
 	}
@@ -151,10 +135,14 @@ func (s *channelSink) Add(r *kgo.Record, arrived, now time.Time) error {
 	tp := topicPartition{r.Topic, r.Partition}
 	p := s.parts[tp]
 	if p == nil {
-		p = &part{counts: store.Counts{}, first: r.Offset}
+		p = &part{first: r.Offset, counts: store.Counts{}, batches: []*batchEvents{{}}}
 		s.parts[tp] = p
 	}
 	p.last = r.Offset
+	if s.last == nil {
+		s.last = map[topicPartition]*kgo.Record{}
+	}
+	s.last[tp] = r
 	ev, err := events.Decode(r.Value)
 	if err == nil {
 		err = s.rule.Check(ev.TS, arrived)
@@ -166,8 +154,7 @@ func (s *channelSink) Add(r *kgo.Record, arrived, now time.Time) error {
 		return err
 	}
 	m := window.MinuteOfMillis(ev.TS)
-	p.counts.Add(ev.WorkspaceID, m, ev.ChannelID, 1)
-	p.counted = append(p.counted, countedEvent{offset: r.Offset, minute: m, ws: ev.WorkspaceID, ch: ev.ChannelID})
+	p.add(r.Offset, ev.WorkspaceID, m, ev.ChannelID)
 	s.events++
 	if s.userBatch != nil { // the batch skips workspaces not enabled and events without a user
 		s.userBatch.Add(ev.WorkspaceID, ev.ChannelID, m, ev.UserID)
@@ -193,30 +180,18 @@ func (s *channelSink) Write(ctx context.Context) (Written, error) {
 	if err := s.st.Apply(ctx, s.prepared); err != nil {
 		return Written{}, err
 	}
-	if s.buckets != nil {
-		if err := s.st.Apply(ctx, s.buckets); err != nil {
-			return Written{}, err
-		}
-		s.heldBuckets, s.buckets = map[topicPartition]*part{}, nil
-	}
-	if s.global != nil {
-		if err := s.st.Apply(ctx, s.global); err != nil {
-			return Written{}, err
-		}
-		s.held, s.global = map[topicPartition]*part{}, nil
-	}
-	if len(s.heldBuckets) == 0 && len(s.held) == 0 {
-		s.heldEvents, s.release = 0, false
+	commit, err := s.writeHeld(ctx)
+	if err != nil {
+		return Written{}, err
 	}
 	w := Written{Counted: s.events - s.prepared.Skipped, Replayed: s.prepared.Skipped, Recounted: int64(s.prepared.Recounted),
-		Held: len(s.held) > 0 || len(s.heldBuckets) > 0}
+		Commit: commit, Held: !s.buckets.empty() || !s.global.empty() || s.writing != nil}
 	s.parts, s.events, s.prepared = map[topicPartition]*part{}, 0, nil
 	return w, nil
 }
 
-// prepare turns the pending batch into what Write sends: its running sums
-// (and its buckets, when they are not held), and the held buckets and
-// global counts that are due. Holding adds the batch to them first.
+// prepare turns the pending batch into its running sums (and its buckets,
+// when they are not held) as Write sends them, and adds it to the holds.
 func (s *channelSink) prepare() {
 	parts := storeParts(s.parts)
 	if s.bucketAge < 0 {
@@ -224,72 +199,105 @@ func (s *channelSink) prepare() {
 	} else {
 		s.prepared = s.st.PrepareSumParts(parts)
 	}
+	// The buckets take the global view's hold whenever it is written (it
+	// always is with theirs): merging its counts, already merged over its
+	// batches, costs a third less than merging every batch.
+	now := s.now()
+	if s.bucketAge >= 0 && s.buckets.empty() && s.global.empty() && len(s.parts) > 0 {
+		s.bucketsSince = now
+	}
 	for tp, p := range s.parts {
-		if s.bucketAge >= 0 {
-			hold(s.heldBuckets, &s.bucketsSince, tp, p)
-		}
-		hold(s.held, &s.heldSince, tp, p)
+		s.global.add(tp, p, true, now)
 	}
 	s.heldEvents += s.events
+}
+
+// writeHeld moves the holds on once the batch's sums landed: it collects
+// the background write that finished, starts writing what is due when
+// none is under way, and returns the records that may be committed now
+// (those up to the last hold of buckets that landed; nil when none). On
+// Release it writes everything before it returns, and the worker then
+// commits the whole batch.
+func (s *channelSink) writeHeld(ctx context.Context) ([]*kgo.Record, error) {
+	var commit []*kgo.Record
+	for {
+		if s.writing != nil {
+			// Holds that are full wait for the write under way, as the
+			// worker's next poll then does: memory stays bounded when
+			// Redis falls behind.
+			wait := s.release || s.heldEvents >= maxHeldEvents
+			if !s.writing.finished(ctx, wait) {
+				if wait {
+					return nil, ctx.Err()
+				}
+				return commit, nil
+			}
+			if err := s.writing.err; err != nil {
+				// ctx ended: the next Write, if any, starts it over (what
+				// landed is skipped by the fences).
+				s.writing = writeHeld(ctx, s.st, s.writing.batches, s.writing.commit)
+				return nil, err
+			}
+			if s.writing.commit != nil {
+				commit = s.writing.commit
+			}
+			s.writing = nil
+		}
+		batches, after := s.due(s.now())
+		if len(batches) == 0 {
+			s.release = false
+			return commit, nil
+		}
+		s.writing = writeHeld(ctx, s.st, batches, after)
+		if !s.release {
+			return commit, nil
+		}
+	}
+}
+
+// due takes from the holds what is due at now and prepares its writes:
+// the buckets once their oldest counts are BucketAge old, with the global
+// view (so that the records their write commits have nothing else held
+// back); the global view alone once GlobalAge old. Both when the holds
+// are full or on Release. It returns the records that may be committed
+// once the writes landed: nil while anything is still held.
+func (s *channelSink) due(now time.Time) ([]*store.Batch, []*kgo.Record) {
 	full := s.release || s.heldEvents >= maxHeldEvents
-	// Commits wait until nothing is held, so the global view goes with
-	// the buckets.
-	bucketsDue := len(s.heldBuckets) > 0 && (full || time.Since(s.bucketsSince) >= s.bucketAge)
-	if bucketsDue {
-		s.buckets = s.st.PrepareBucketParts(storeParts(s.heldBuckets))
+	unbucketed := s.bucketAge >= 0 && !(s.buckets.empty() && s.global.empty())
+	bucketsDue := unbucketed && (full || now.Sub(s.bucketsSince) >= s.bucketAge)
+	globalDue := !s.global.empty() && (bucketsDue || full || s.globalAge < 0 || now.Sub(s.global.since) >= s.globalAge)
+	var batches []*store.Batch
+	if globalDue {
+		global := s.global.take(func(tp topicPartition, p *part) {
+			if s.bucketAge >= 0 {
+				s.buckets.add(tp, p, true, now) // the global view's write no longer changes its counts
+			}
+		})
+		if bucketsDue {
+			batches = append(batches, s.st.PrepareBucketParts(s.buckets.take(nil)))
+		}
+		batches = append(batches, s.st.PrepareGlobalParts(global))
 	}
-	if len(s.held) > 0 && (bucketsDue || full || s.globalAge < 0 || time.Since(s.heldSince) >= s.globalAge) {
-		s.global = s.st.PrepareGlobalParts(storeParts(s.held))
+	if !s.buckets.empty() || !s.global.empty() {
+		return batches, nil
 	}
+	s.heldEvents = 0
+	return batches, s.lastRecords() // everything given to Add so far
+}
+
+// lastRecords returns the last record given to Add of each partition.
+func (s *channelSink) lastRecords() []*kgo.Record {
+	out := make([]*kgo.Record, 0, len(s.last))
+	for _, r := range s.last {
+		out = append(out, r)
+	}
+	return out
 }
 
 // Release makes the next Write write the held bucket and global counts too.
 func (s *channelSink) Release() { s.release = true }
 
-// hold adds a batch's part of partition tp to the held parts h, which have
-// been held since *since. A partition's batches come in offset order, so a
-// held part spans from its first batch's first offset to its last batch's
-// last. Each hold has counts of its own, and appends to a copy of the
-// batch's events, since the two holds grow apart.
-func hold(h map[topicPartition]*part, since *time.Time, tp topicPartition, p *part) {
-	if len(h) == 0 {
-		*since = time.Now()
-	}
-	held := h[tp]
-	if held == nil {
-		held = &part{counts: store.Counts{}, first: p.first}
-		h[tp] = held
-	}
-	held.counts.AddCounts(p.counts)
-	held.last = p.last
-	held.counted = append(held.counted, p.counted...)
-}
-
-// storeParts names each partition's part as the store's fences know it.
-func storeParts(parts map[topicPartition]*part) []store.Part {
-	out := make([]store.Part, 0, len(parts))
-	for tp, p := range parts {
-		out = append(out, store.Part{
-			Source:  store.Source{Name: tp.topic + "/" + strconv.Itoa(int(tp.partition)), First: p.first, Last: p.last},
-			Counts:  p.counts,
-			Recount: p.recount,
-		})
-	}
-	return out
-}
-
 func (s *channelSink) String() string { return "counts to Redis" }
-
-// recount returns the part's counts from the events after offset after.
-func (p *part) recount(after int64) store.Counts {
-	c := store.Counts{}
-	for _, e := range p.counted {
-		if e.offset > after {
-			c.Add(e.ws, e.minute, e.ch, 1)
-		}
-	}
-	return c
-}
 
 // userCap enforces Config.UserMinuteCap: at most max counted events per
 // (workspace, user, event minute). Records are keyed by workspace, so one

@@ -106,7 +106,7 @@ func Replay(ctx context.Context, cfg ReplayConfig) (*Stats, error) {
 			sink.(Holder).Release() // the last write writes everything
 		}
 		if b.records >= cfg.BatchEvents || (!b.empty() && (len(left) == 0 || stalled)) || (held && len(left) == 0) {
-			if held, err = write(ctx, sink, nil, b, "", stats, log); err != nil {
+			if held, _, err = write(ctx, sink, nil, b, "", stats, log); err != nil {
 				return stats, fmt.Errorf("ingest.replay: %w", err)
 			}
 			stats.Flushes.Add(1)

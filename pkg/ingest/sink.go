@@ -42,10 +42,14 @@ type Written struct {
 	// from the records after it.
 	Recounted int64
 	// Held is true when the sink still holds part of what the batches it
-	// was given count (a Holder's global view): the worker then commits
-	// nothing, and carries the batch's offsets to the next Write that holds
-	// nothing.
+	// was given count (a Holder's minute buckets and global view): the
+	// worker then commits only Commit, and carries the batch's offsets to
+	// the next Write that holds nothing.
 	Held bool
+	// Commit, when Held, are records (the last of their partitions) up to
+	// which everything the sink was given is written: the worker commits
+	// them. nil: nothing new to commit.
+	Commit []*kgo.Record
 	// Refused are the records of the batch that the store refused for
 	// their content, and never will accept (they are in neither count
 	// above). The worker sends them to the dead-letter topic with reason

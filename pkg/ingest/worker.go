@@ -458,7 +458,8 @@ func (w *Worker) flush(ctx context.Context, cl *kgo.Client, b *batch, log *slog.
 		return false, err
 	}
 	n := len(b.dead)
-	if held, err = write(ctx, w.cfg.Sink, w.cfg.Guard, b, w.cfg.DLQTopic, &w.stats, log); err != nil {
+	var durable []*kgo.Record
+	if held, durable, err = write(ctx, w.cfg.Sink, w.cfg.Guard, b, w.cfg.DLQTopic, &w.stats, log); err != nil {
 		return false, err
 	}
 	// The refused records are known only once the sink has written the
@@ -475,8 +476,11 @@ func (w *Worker) flush(ctx context.Context, cl *kgo.Client, b *batch, log *slog.
 			w.cfg.OnFlush(b.records, time.Since(began))
 		}
 	}()
+	commit := b.commitRecords()
 	if held {
-		return true, nil
+		if commit = durable; len(commit) == 0 {
+			return true, nil
+		}
 	}
 	if w.cfg.Guard != nil {
 		// Not before: a retry of a failed guard must not commit what the
@@ -486,11 +490,11 @@ func (w *Worker) flush(ctx context.Context, cl *kgo.Client, b *batch, log *slog.
 			return false, err
 		}
 	}
-	if err := cl.CommitRecords(ctx, b.commitRecords()...); err != nil {
+	if err := cl.CommitRecords(ctx, commit...); err != nil {
 		w.stats.CommitErrors.Add(1)
 		log.Warn("offset commit failed; the batch will be consumed again after a restart or rebalance", "err", err)
 	}
-	return false, nil
+	return held, nil
 }
 
 // produceDead produces dead letters, retrying those that failed until all
@@ -518,8 +522,10 @@ func produceDead(ctx context.Context, cl *kgo.Client, dead []*kgo.Record, log *s
 // write has the sink write the batch, retrying until it succeeds or ctx
 // ends, and adds the outcome to stats. The records the sink's store
 // refused for good join the batch's dead letters for dlqTopic, with reason
-// events.ReasonStoreRejected and the store's error.
-func write(ctx context.Context, s Sink, guard CommitGuard, b *batch, dlqTopic string, stats *Stats, log *slog.Logger) (held bool, err error) {
+// events.ReasonStoreRejected and the store's error. It returns whether the
+// sink holds counts, and then what it says may be committed
+// (Written.Commit).
+func write(ctx context.Context, s Sink, guard CommitGuard, b *batch, dlqTopic string, stats *Stats, log *slog.Logger) (held bool, commit []*kgo.Record, err error) {
 	var w Written
 	if err := retry(ctx, log, "write "+s.String(), &stats.RedisErrors, func() (err error) {
 		if guard != nil {
@@ -530,7 +536,7 @@ func write(ctx context.Context, s Sink, guard CommitGuard, b *batch, dlqTopic st
 		w, err = s.Write(ctx)
 		return err
 	}); err != nil {
-		return false, err
+		return false, nil, err
 	}
 	stats.Counted.Add(w.Counted)
 	stats.Replayed.Add(w.Replayed)
@@ -544,7 +550,7 @@ func write(ctx context.Context, s Sink, guard CommitGuard, b *batch, dlqTopic st
 		log.Warn("the store refused records for good; they go to the dead-letter topic", "records", len(w.Refused), "first", w.Refused[0].Err)
 	}
 	stats.addRejected(b.rejected)
-	return w.Held, nil
+	return w.Held, w.Commit, nil
 }
 
 // retry calls fn until it succeeds or ctx ends, backing off from 50 ms to

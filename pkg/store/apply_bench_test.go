@@ -44,6 +44,9 @@ func BenchmarkApplyRedisCPU(b *testing.B) {
 	c := testenv.Client(b, r.Addr())
 	maxPairs := testenv.EnvInt("TOPK_BENCH_MAX_PAIRS", 0) // 0: the default
 	holdFlushes := testenv.EnvInt("TOPK_BENCH_HOLD", 15)
+	if os.Getenv("TOPK_BENCH_HOLD") == "0" {
+		holdFlushes = 0
+	}
 	st := store.New(c, keys.New(""), window.Hour, store.Options{MaxPairsPerCall: maxPairs})
 	ctx := context.Background()
 	m := window.Minute(time.Now())

@@ -622,7 +622,14 @@ func (b *Batch) resums() []string {
 }
 
 func (s *Store) applyCalls(ctx context.Context, b *Batch) error {
-	failed, firstErr := par.Pending(b.done, s.opts.ParallelCalls, func(i int) error {
+	inFlight := s.opts.ParallelCalls
+	if b.mode == writeBuckets {
+		// Held buckets are written beside the next batches' sums and the
+		// refreshes, which must not queue behind them (a hold is about a
+		// second of Redis time): a few calls at a time.
+		inFlight = s.longPassCalls()
+	}
+	failed, firstErr := par.Pending(b.done, inFlight, func(i int) error {
 		return b.calls[i].exec(ctx, s.c)
 	})
 	if firstErr != nil {

@@ -195,10 +195,12 @@ const LongTTL = 24 * time.Hour
 // it: lag spiked and the hour ranking's freshness p99 rose by a second.
 // Two in flight (or ParallelCalls, if fewer) leave Redis time for them
 // between calls; the pass, in its own loop, just takes longer
-// (BENCHMARKS.md, "The long windows' passes, paced").
+// (BENCHMARKS.md, "The long windows' passes, paced"). A worker's held
+// buckets, written in the background, go the same way.
 const longCallsInFlight = 2
 
-// longPassCalls is how many calls a long windows' pass keeps in flight.
+// longPassCalls is how many calls a long windows' pass (or a hold of
+// buckets) keeps in flight.
 func (s *Store) longPassCalls() int { return min(longCallsInFlight, s.opts.ParallelCalls) }
 
 // windowsGroupsPerCall is how many workspaces one windows.lua call
