@@ -15,12 +15,12 @@
 -- source (a workspace's counts may come from several partitions, and be
 -- spread over several calls). A group's kind is one of:
 --   's'  a sum group whose buckets a worker holds: pend records that the
---        window's counts of its minutes may still wait in a hold
+--        window's counts of its minutes may wait in a hold
 --   'p'  a sum group whose bucket group ('b', same counts) follows it in
 --        the same call, so both land at once (no hold)
 --   'b'  a bucket group
---   'l'  no counts: the mark that a source's held buckets landed, up to
---        its last offset (see "Held counts")
+--   'l'  no counts (b = 0): the mark that a source's held buckets
+--        landed, up to its last offset (see "Held counts")
 -- KEYS, per group: for a sum group: fence, win, through, minutes, cand,
 --   floor, pend; for a bucket group: fence, roll, fold, bucket_1 ..
 --   bucket_b; for a mark: pend
@@ -79,16 +79,16 @@
 -- writes the bucket field as it stood, if it is missing. Sum counts of a record always land before its bucket counts (the
 -- worker writes a hold only after the sum groups of its batches landed).
 --
--- Held counts (pend): an 's' group with counts in the window sets, per
--- source, "<source>:s" to its last offset and "<source>:m" to the oldest
--- minute that may still wait in a hold; once the hold's bucket groups
--- landed, the worker sends a mark ('l', b = 1 for the expiry of its newest
--- minute, no parts) that raises "<source>:l" to the last offset they span
--- (a zombie's older mark lowers nothing). While
--- :s > :l, refresh.lua subtracts no minute at or after :m from win, nor
--- rebuilds win from the buckets: a bucket whose counts are still held
--- would take out less than win added. Bucket groups never touch win, so
--- a minute's counts are subtracted exactly once, from a complete bucket.
+-- Held counts (pend): an 's' group sets, for each minute of the window it
+-- adds counts of, the field "<source>@<minute>" to its last offset: those
+-- counts may wait in a hold. Once a hold's bucket groups landed, the
+-- worker sends a mark ('l', b = 0, no parts) that deletes the source's
+-- fields at or below the last offset they span; what is left is held.
+-- refresh.lua subtracts no minute from win while a field names it or an
+-- older one, nor rebuilds win from the buckets while any is left: a
+-- bucket whose counts are still held would take out less than win added.
+-- Bucket groups never touch win, so a minute's counts are subtracted
+-- exactly once, from a complete bucket.
 --
 -- Invariant, kept together with refresh.lua: win is the sum of the counts
 -- of the minutes in `minutes` (held or landed), which are the minutes
@@ -342,15 +342,14 @@ local function resums(sums, g)
   return false
 end
 
--- hold records in pend that source's counts up to offset last, the oldest
--- of them for minute oldest, may wait in a hold (see "Held counts").
-local function hold(pend, source, last, oldest, expire_at)
-  local s, l, m = unpack(redis.call('HMGET', pend, source .. ':s', source .. ':l', source .. ':m'))
-  s, l, m = tonumber(s), tonumber(l) or -1, tonumber(m)
-  if s ~= nil and s > l and m ~= nil then -- some are waiting already
-    oldest = math.min(oldest, m)
+-- hold records in pend that source's counts of minutes (a list), up to
+-- offset last, may wait in a hold (see "Held counts").
+local function hold(pend, source, last, minutes, expire_at)
+  local fields = {}
+  for _, m in ipairs(minutes) do
+    fields[#fields + 1], fields[#fields + 2] = source .. '@' .. m, last
   end
-  redis.call('HSET', pend, source .. ':s', math.max(last, s or -1), source .. ':m', oldest)
+  redis.call('HSET', pend, unpack(fields))
   raise_expiry(pend, expire_at)
 end
 
@@ -361,7 +360,7 @@ local function add_sum(k, g, apply, c)
   local win, minutes, cand, floor_key, pend = KEYS[k + 1], KEYS[k + 3], KEYS[k + 4], KEYS[k + 5], KEYS[k + 6]
   local through = tonumber(redis.call('GET', KEYS[k + 2]))
   local cand_floor = tonumber(redis.call('GET', floor_key)) or 0
-  local added, latest, latest_in_win, oldest_in_win = 0, 0, 0, nil
+  local added, latest, latest_in_win, in_win = 0, 0, 0, {}
   -- Counts that rose above the floor, written to cand at once (one
   -- sorted-set call instead of one per channel; a channel listed twice,
   -- for two minutes, ends at its later, higher count).
@@ -388,7 +387,7 @@ local function add_sum(k, g, apply, c)
       if pairs_in > 0 then
         redis.call('ZADD', minutes, mi, mi)
         latest_in_win = math.max(latest_in_win, expire_at)
-        oldest_in_win = math.min(oldest_in_win or mi, mi)
+        in_win[#in_win + 1] = mi
         added = added + pairs_in
       end
     end
@@ -404,7 +403,7 @@ local function add_sum(k, g, apply, c)
       raise_expiry(floor_key, latest_in_win)
     end
     if g.kind == 's' and g.source ~= '' then
-      hold(pend, g.source, g.last, oldest_in_win, latest_in_win)
+      hold(pend, g.source, g.last, in_win, latest_in_win)
     end
   end
   return added, latest
@@ -471,21 +470,27 @@ end
 local hret, dret, c = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local applied, skipped, overlaps, resum = 0, 0, {}, 0
 
--- landed raises pend's "<source>:l" to last (see "Held counts").
-local function landed(pend, source, last, expire_at)
-  local l = tonumber(redis.call('HGET', pend, source .. ':l'))
-  if l == nil or l < last then
-    redis.call('HSET', pend, source .. ':l', last)
-    raise_expiry(pend, expire_at)
+-- landed deletes pend's fields of source at or below offset last: their
+-- counts' buckets landed (see "Held counts").
+local function landed(pend, source, last)
+  local fields = redis.call('HGETALL', pend)
+  local prefix, gone = source .. '@', {}
+  for i = 1, #fields, 2 do
+    if string.sub(fields[i], 1, #prefix) == prefix and tonumber(fields[i + 1]) <= last then
+      gone[#gone + 1] = fields[i]
+    end
+  end
+  if #gone > 0 then
+    redis.call('HDEL', pend, unpack(gone))
   end
 end
 
 -- write does group g (its keys from KEYS[k]) and returns how many keys it
 -- has: it judges each part against its fence, applies those it may, and
--- moves the fence; a mark raises pend's ":l".
+-- moves the fence; a mark clears pend's fields it speaks for.
 local function write(k, g, group)
   if g.kind == 'l' then
-    landed(KEYS[k], g.source, g.last, tonumber(ARGV[g.minutes + 1]))
+    landed(KEYS[k], g.source, g.last)
     return 1
   end
   local fence = KEYS[k]

@@ -127,21 +127,13 @@ local function subtract(win, cand, bucket)
 end
 
 -- held_since returns the oldest minute whose counts a worker may still
--- hold (pend's ":m" of a source whose ":s" is past its ":l"), or nil.
+-- hold (pend's fields "<source>@<minute>"), or nil.
 local function held_since(pend)
-  local fields = redis.call('HGETALL', pend)
-  local v = {}
-  for i = 1, #fields, 2 do
-    v[fields[i]] = fields[i + 1]
-  end
   local oldest
-  for name, s in pairs(v) do
-    if string.sub(name, -2) == ':s' then
-      local source = string.sub(name, 1, -3)
-      local m = tonumber(v[source .. ':m'])
-      if m and tonumber(s) > (tonumber(v[source .. ':l']) or -1) and (oldest == nil or m < oldest) then
-        oldest = m
-      end
+  for _, name in ipairs(redis.call('HKEYS', pend)) do
+    local m = tonumber(string.match(name, '@(%d+)$'))
+    if m and (oldest == nil or m < oldest) then
+      oldest = m
     end
   end
   return oldest

@@ -6,7 +6,6 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -217,8 +216,8 @@ func heldBucketsCountOnce(t *testing.T, cands, maxPairs int) {
 }
 
 // heldSince describes what pend says a worker may still hold of the
-// workspace's counts ("" when nothing), as refresh.lua reads it: each
-// source whose ":s" is past its ":l".
+// workspace's counts ("" when nothing): its fields "<source>@<minute>",
+// each with the last offset whose counts of that minute may be held.
 func heldSince(t *testing.T, c rueidis.Client, wk keys.Workspace) string {
 	t.Helper()
 	pend, err := c.Do(context.Background(), c.B().Hgetall().Key(wk.WinPend(keys.Window1h)).Build()).AsStrMap()
@@ -226,16 +225,8 @@ func heldSince(t *testing.T, c rueidis.Client, wk keys.Workspace) string {
 		t.Fatal(err)
 	}
 	var held []string
-	for name, v := range pend {
-		source, ok := strings.CutSuffix(name, ":s")
-		if !ok {
-			continue
-		}
-		s, _ := strconv.ParseInt(v, 10, 64)
-		l, err := strconv.ParseInt(pend[source+":l"], 10, 64)
-		if err != nil || s > l {
-			held = append(held, fmt.Sprintf("%s through %d landed through %q (oldest minute %s)", source, s, pend[source+":l"], pend[source+":m"]))
-		}
+	for name, last := range pend {
+		held = append(held, name+" through "+last)
 	}
 	slices.Sort(held)
 	return strings.Join(held, "; ")
@@ -398,5 +389,56 @@ func checkTop(t *testing.T, st *store.Store, ws, want string) {
 	}
 	if got := strings.Join(got, " "); got != want {
 		t.Fatalf("%s: cached top %s, want %s", ws, got, want)
+	}
+}
+
+// TestHeldMinutesClearAsTheirHoldsLand: a worker whose sums always run a
+// batch or more ahead of its held buckets (they are written in the
+// background) never has nothing held; each hold that lands clears the
+// minutes it covered, and only those, so the slide waits for the minutes
+// still held and no others, however long the worker runs.
+func TestHeldMinutesClearAsTheirHoldsLand(t *testing.T) {
+	ctx := context.Background()
+	st, c := newStore(t, store.Options{})
+	now := time.Now()
+	first := window.Hour.First(now)
+	wk := keys.New("").Workspace("w")
+	apply := func(b *store.Batch) {
+		t.Helper()
+		if err := st.Apply(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Ten holds, each of two batches of one minute; the sums of hold i+1's
+	// first batch land before hold i's buckets.
+	var recs []timedRecord
+	for i := range 20 {
+		recs = append(recs, timedRecord{ws: "w", ch: "c", m: first + int64(i/2)})
+	}
+	apply(st.PrepareSumParts([]store.Part{timedPart("t/0", recs, 0, 0)}))
+	for h := range 10 {
+		apply(st.PrepareSumParts([]store.Part{timedPart("t/0", recs, int64(2*h+1), int64(2*h+1))}))
+		if 2*h+2 < len(recs) {
+			apply(st.PrepareSumParts([]store.Part{timedPart("t/0", recs, int64(2*h+2), int64(2*h+2))}))
+		}
+		apply(st.PrepareBucketParts([]store.Part{timedPart("t/0", recs, int64(2*h), int64(2*h+1))}))
+		want := fmt.Sprintf("t/0@%d through %d", first+int64(h)+1, 2*h+2)
+		if h == 9 {
+			want = ""
+		}
+		if got := heldSince(t, c, wk); got != want {
+			t.Fatalf("after hold %d landed: pend %q, want %q", h, got, want)
+		}
+		if h == 5 {
+			// The oldest minute leaves the window while later ones are
+			// held: nothing of it is, so it is subtracted (offsets 0..12
+			// counted, 2 of them in that minute).
+			if err := st.Refresh(ctx, []string{"w"}, now.Add(time.Minute), 10); err != nil {
+				t.Fatal(err)
+			}
+			if got := fmt.Sprint(readWin(t, c, wk)); got != "map[c:11]" {
+				t.Fatalf("running sum %s after the oldest minute left, want map[c:11]", got)
+			}
+		}
 	}
 }

@@ -7,7 +7,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"math"
 	"strconv"
 
 	"github.com/redis/rueidis"
@@ -567,8 +566,8 @@ func (s *Store) Apply(ctx context.Context, b *Batch) error {
 
 // markLanded records, for every workspace and source of a batch of held
 // buckets, that its bucket counts up to the source's last offset landed
-// (ingest.lua's marks, which raise pend's "<source>:l"), so the refresh
-// may subtract their minutes again. It runs once every call of the batch
+// (ingest.lua's marks, which clear pend's fields they speak for), so the
+// refresh may subtract their minutes again. It runs once every call of the batch
 // landed, recounts included.
 func (s *Store) markLanded(ctx context.Context, b *Batch) error {
 	var calls []*scriptCall
@@ -577,18 +576,14 @@ func (s *Store) markLanded(ctx context.Context, b *Batch) error {
 		if p.Source.Name == "" {
 			continue
 		}
-		for ws, byMinute := range p.Counts {
-			newest := int64(math.MinInt64)
-			for m := range byMinute {
-				newest = max(newest, m)
-			}
+		for ws := range p.Counts {
 			if cur == nil || s.cluster || len(cur.keys) == marksPerCall {
 				cur = &scriptCall{script: lua.Ingest, args: s.ingestArgs()}
 				calls = append(calls, cur)
 			}
 			cur.keys = append(cur.keys, s.keys.Workspace(ws).WinPend(keys.Window1h))
 			cur.args = append(cur.args, string(landedMark), "", p.Source.Name, strconv.FormatInt(p.Source.First, 10),
-				strconv.FormatInt(p.Source.Last, 10), "1", strconv.FormatInt(newest, 10), strconv.FormatInt(s.win.ExpireAt(newest), 10), "0")
+				strconv.FormatInt(p.Source.Last, 10), "0", "0")
 		}
 	}
 	for _, c := range calls {
@@ -600,7 +595,7 @@ func (s *Store) markLanded(ctx context.Context, b *Batch) error {
 }
 
 // marksPerCall is how many workspaces' marks one ingest.lua call carries
-// on a single Redis (a mark is two hash commands).
+// on a single Redis (a mark reads and trims a small hash).
 const marksPerCall = 500
 
 // resums returns the workspaces of b's calls whose counts may change a
