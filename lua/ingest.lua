@@ -47,7 +47,8 @@
 --   bucket: n, increment_1, member_1, ..., increment_n, member_n
 --   base      "<prefix>:{w:<ws>}:", the workspace's key prefix, which names
 --             the rollups a late count also goes to: h:<hour>, d:<day>,
---             all and all:err (see pkg/keys; same hash tag, so same slot)
+--             all and all:err, and tmp, a scratch set deleted before the
+--             call ends (see pkg/keys; same hash tag, so same slot)
 --   source    "<topic>/<partition>" the counts were read from, or "" for
 --             counts with no source (then no fence applies)
 --   first, last  the offsets of the first and last record of source the
@@ -409,12 +410,20 @@ local function add_sum(k, g, apply, c)
   return added, latest
 end
 
+-- zadd_pairs adds the n pairs after ARGV[at] (increment, member) to key,
+-- whose members they are not: in ZADDs of as many as unpack takes.
+local function zadd_pairs(key, at, n)
+  for j = at + 1, at + 2 * n, 4000 do
+    redis.call('ZADD', key, unpack(ARGV, j, math.min(j + 3999, at + 2 * n)))
+  end
+end
+
 -- add_buckets adds a bucket group's applied parts to its buckets (keys
 -- after KEYS[k], its fence), and to the rollups made from a late minute;
 -- marks are roll's. It returns the pairs added and the latest expiry of
 -- the buckets written.
 local function add_buckets(k, g, apply, marks, hret, dret)
-  local roll, fold = KEYS[k + 1], KEYS[k + 2]
+  local roll, fold, tmp = KEYS[k + 1], KEYS[k + 2], g.base .. 'tmp'
   local folded, closed, floor, first_hour = marks.h, marks.c, marks.floor or 0, marks.f
   local added, latest = 0, 0
   for i = 1, g.b do
@@ -425,17 +434,22 @@ local function add_buckets(k, g, apply, marks, hret, dret)
     local late = folded ~= nil and mi <= folded
     local hour_closed = closed ~= nil and hour <= closed
     -- A bucket's first write is one ZADD of the pairs as they come: the
-    -- parts of a group hold distinct channels. Later ones add to it.
-    local fresh = redis.call('EXISTS', bucket) == 0
+    -- parts of a group hold distinct channels. A later one adds to it in
+    -- C, through a scratch set and ZUNIONSTORE, unless the bucket is so
+    -- much larger than the pairs that rewriting it would cost more than
+    -- a ZINCRBY each.
+    local size = redis.call('ZCARD', bucket)
     local pairs_in = 0
     for _, part in ipairs(apply) do
       local at = part.at[i]
       local n = tonumber(ARGV[at])
       if n > 0 then
-        if fresh then
-          for j = at + 1, at + 2 * n, 4000 do
-            redis.call('ZADD', bucket, unpack(ARGV, j, math.min(j + 3999, at + 2 * n)))
-          end
+        if size == 0 then
+          zadd_pairs(bucket, at, n)
+        elseif n * 4 >= size then
+          zadd_pairs(tmp, at, n)
+          redis.call('ZUNIONSTORE', bucket, 2, bucket, tmp)
+          redis.call('DEL', tmp)
         else
           for q = at + 1, at + 2 * n - 1, 2 do
             redis.call('ZINCRBY', bucket, ARGV[q], ARGV[q + 1])
