@@ -129,9 +129,10 @@ end
 -- held_since returns the oldest minute whose counts a worker may still
 -- hold (pend's fields "<source>@<minute>"), or nil.
 local function held_since(pend)
+  local fields = redis.call('HGETALL', pend) -- the ACLs' commands: no HKEYS
   local oldest
-  for _, name in ipairs(redis.call('HKEYS', pend)) do
-    local m = tonumber(string.match(name, '@(%d+)$'))
+  for i = 1, #fields, 2 do
+    local m = tonumber(string.match(fields[i], '@(%d+)$'))
     if m and (oldest == nil or m < oldest) then
       oldest = m
     end

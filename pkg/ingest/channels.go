@@ -101,6 +101,7 @@ type channelSink struct {
 	// last is the last record given to Add of each partition, and writing
 	// the held counts being written in the background (nil when none).
 	last    map[topicPartition]*kgo.Record
+	sizes   map[topicPartition]batchSize // the last batch's, to size the next one's
 	writing *heldWrite
 	now     func() time.Time // the holds' clock: time.Now
 }
@@ -135,7 +136,7 @@ func (s *channelSink) Add(r *kgo.Record, arrived, now time.Time) error {
 	tp := topicPartition{r.Topic, r.Partition}
 	p := s.parts[tp]
 	if p == nil {
-		p = &part{first: r.Offset, counts: store.Counts{}, batches: []*batchEvents{{}}}
+		p = &part{first: r.Offset, counts: store.Counts{}, batches: []*batchEvents{newBatchEvents(s.sizes[tp])}}
 		s.parts[tp] = p
 	}
 	p.last = r.Offset
@@ -193,6 +194,12 @@ func (s *channelSink) Write(ctx context.Context) (Written, error) {
 // prepare turns the pending batch into its running sums (and its buckets,
 // when they are not held) as Write sends them, and adds it to the holds.
 func (s *channelSink) prepare() {
+	if s.sizes == nil {
+		s.sizes = map[topicPartition]batchSize{}
+	}
+	for tp, p := range s.parts {
+		s.sizes[tp] = p.batches[0].size()
+	}
 	parts := storeParts(s.parts)
 	if s.bucketAge < 0 {
 		s.prepared = s.st.PrepareWorkspaceParts(parts)

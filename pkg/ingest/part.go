@@ -1,6 +1,8 @@
 package ingest
 
 import (
+	"strings"
+
 	"github.com/topk-dev/topk/pkg/events"
 	"github.com/topk-dev/topk/pkg/store"
 )
@@ -27,15 +29,44 @@ type batchEvents struct {
 	events []countedEvent
 }
 
+// batchSize is a batch's events and arena bytes.
+type batchSize struct{ events, bytes int }
+
+func (b *batchEvents) size() batchSize { return batchSize{len(b.events), len(b.arena)} }
+
+// newBatchEvents makes room for a batch of about the size of the last one:
+// grown by appends, a batch of n events would keep up to 2n until its
+// holds are written.
+func newBatchEvents(last batchSize) *batchEvents {
+	return &batchEvents{events: make([]countedEvent, 0, last.events+last.events/8), arena: make([]byte, 0, last.bytes+last.bytes/8)}
+}
+
 type countedEvent struct {
 	offset, at   int64 // at: the ids' start in the arena, workspace then channel
 	minute       int32 // unix minute: fits until the year 6053
 	wsLen, chLen uint8 // events.MaxIDBytes is 128
 }
 
-// add counts one event in the pending batch (the part's only one).
+// add counts one event in the pending batch (the part's only one). A new
+// key of the counts is a copy of the event's id: the holds keep the
+// counts' keys for seconds, and a decoded id shares one allocation with
+// all of its event's strings.
 func (p *part) add(offset int64, ws string, minute int64, ch string) {
-	p.counts.Add(ws, minute, ch, 1)
+	byMinute := p.counts[ws]
+	if byMinute == nil {
+		byMinute = map[int64]map[string]int64{}
+		p.counts[strings.Clone(ws)] = byMinute
+	}
+	byChannel := byMinute[minute]
+	if byChannel == nil {
+		byChannel = map[string]int64{}
+		byMinute[minute] = byChannel
+	}
+	if n, ok := byChannel[ch]; ok {
+		byChannel[ch] = n + 1
+	} else {
+		byChannel[strings.Clone(ch)] = 1
+	}
 	b := p.batches[0]
 	b.events = append(b.events, countedEvent{offset: offset, at: int64(len(b.arena)), minute: int32(minute),
 		wsLen: uint8(len(ws)), chLen: uint8(len(ch))})

@@ -461,6 +461,14 @@ func (ic *ingestCalls) add(kinds []groupKind, g ingestGroup) {
 		ic.addOne(g, order)
 	}
 	ic.pairs += n
+	// A chunk's counts are in the call's arguments now, and a chunk that
+	// straddles its fence is recounted from the part's records: drop them,
+	// so that a hold's calls do not keep a map per chunk until they land.
+	for i := range g.chunks {
+		if g.chunks[i].chunk >= 0 {
+			g.chunks[i].counts = nil
+		}
+	}
 }
 
 // addOne appends group g (its minutes in order) to the current call.
