@@ -39,6 +39,7 @@ func benchPipelineCommand(env *Env) *cli.Command {
 		&cli.BoolFlag{Name: "naive", Usage: "also run the naive baseline (one ZINCRBY + EXPIREAT per event) on the same load"},
 		&cli.IntFlag{Name: "naive-chunk", Value: bench.DefaultNaiveChunk, Usage: "naive baseline: events per pipelined DoMulti"},
 		&cli.BoolFlag{Name: "profile", Usage: "log every Redis call in the measured periods (SLOWLOG) and report Redis time per script and the longest call; this costs Redis CPU, so it lowers the measured rate"},
+		cpuProfileFlag(),
 		&cli.IntFlag{Name: "drain", Usage: "instead of the measured phases, time draining a backlog of this many events of the workload, produced and acknowledged before the consumers start (the pipeline: --workers ingest workers and the scheduler; --naive: as many naive workers, no scheduler); a drain longer than 10 × --duration fails (0: off)"},
 		&cli.IntFlag{Name: "runs", Value: 1, Usage: "repeat the run this many times and report medians (use at least 3 for BENCHMARKS.md)"},
 		&cli.BoolFlag{Name: "search", Usage: "then search the largest offered rate sustained with bounded lag (short runs, ×factor per step)"},
@@ -52,7 +53,7 @@ func benchPipelineCommand(env *Env) *cli.Command {
 	return &cli.Command{
 		Name:      "pipeline",
 		Usage:     "end-to-end benchmark: producer, ingest workers, scheduler and readers against Redis and a broker",
-		UsageText: "topk-bench pipeline [--workload A|B] [--rate 50000] [--duration 60s] [--warmup 10s] [--workers 2] [--partitions 8] [--read-via redis|http|http-trending] [--read-window 1h|24h|7d|30d|all] [--runs 3] [--naive] [--profile] [--search] [--drain 2000000] [--json] [--redis ADDR] [--brokers ADDRS]",
+		UsageText: "topk-bench pipeline [--workload A|B] [--rate 50000] [--duration 60s] [--warmup 10s] [--workers 2] [--partitions 8] [--read-via redis|http|http-trending] [--read-window 1h|24h|7d|30d|all] [--runs 3] [--naive] [--profile] [--cpuprofile FILE] [--search] [--drain 2000000] [--json] [--redis ADDR] [--brokers ADDRS]",
 		Description: "Starts a throwaway redis-server and an in-process Kafka broker (or uses --redis and --brokers),\n" +
 			"produces the workload at the offered --rate (0: as fast as possible), runs --workers ingest\n" +
 			"workers and the scheduler in this process, and measures after --warmup, for --duration:\n" +
@@ -127,7 +128,12 @@ func benchPipeline(c *cli.Context, env *Env) error {
 
 	command := benchPipelineCommandLine(c)
 	fmt.Fprintf(env.Err, "bench: %s\n", command)
+	stopProfile, err := startCPUProfile(c)
+	if err != nil {
+		return cli.Exit(err.Error(), topk.ExitUsage)
+	}
 	rep, err := bench.RunPipelineReport(c.Context, cfg, c.Int("runs"), search, log)
+	stopProfile()
 	if err != nil {
 		return cli.Exit(err.Error(), topk.ExitFailure)
 	}

@@ -118,6 +118,17 @@ func TestBenchPipelineReadWindowUsage(t *testing.T) {
 	}
 }
 
+// `topk-bench pipeline --cpuprofile` to a file it cannot create is a usage
+// error, raised before anything starts.
+func TestBenchPipelineCPUProfileUsage(t *testing.T) {
+	path := t.TempDir() + "/missing/cpu.prof"
+	_, _, err := runBench("pipeline", "--cpuprofile", path, "--redis", "127.0.0.1:1", "--brokers", "127.0.0.1:1")
+	var coder ucli.ExitCoder
+	if !errors.As(err, &coder) || coder.ExitCode() != 2 || !strings.Contains(err.Error(), "--cpuprofile: open "+path) {
+		t.Errorf("--cpuprofile %s: err %v, want exit status 2 naming the file", path, err)
+	}
+}
+
 // `topk-bench windows` passes its flags through, prints JSON that repeats
 // them, and fails when the run finds violations: two days with an idle
 // workspace find none yet (its activity has not left a window).
