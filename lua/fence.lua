@@ -25,10 +25,13 @@
 -- so that a whole group can tell whether every chunk is below it.
 
 -- raise_expiry sets key's expiry to at unless it already expires later.
--- (EXPIREAT GT alone skips a key that has no expiry yet; NX covers that.)
+-- EXPIRETIME is -1 for a key with no expiry yet (set it) and -2 for no key
+-- (EXPIREAT does nothing then). Most calls find the expiry already set, so
+-- they cost one command, not two.
 local function raise_expiry(key, at)
-  redis.call('EXPIREAT', key, at, 'NX')
-  redis.call('EXPIREAT', key, at, 'GT')
+  if redis.call('EXPIRETIME', key) < tonumber(at) then
+    redis.call('EXPIREAT', key, at)
+  end
 end
 
 -- judge says what to do with a group (or chunk) of offsets first..last:
