@@ -273,16 +273,22 @@ func (s *channelSink) due(now time.Time) ([]*store.Batch, []*kgo.Record) {
 	unbucketed := s.bucketAge >= 0 && !(s.buckets.empty() && s.global.empty())
 	bucketsDue := unbucketed && (full || now.Sub(s.bucketsSince) >= s.bucketAge)
 	globalDue := !s.global.empty() && (bucketsDue || full || s.globalAge < 0 || now.Sub(s.global.since) >= s.globalAge)
-	var batches []*store.Batch
+	var global []store.Part
 	if globalDue {
-		global := s.global.take(func(tp topicPartition, p *part) {
+		global = s.global.take(func(tp topicPartition, p *part) {
 			if s.bucketAge >= 0 {
 				s.buckets.add(tp, p, true, now) // the global view's write no longer changes its counts
 			}
 		})
-		if bucketsDue {
-			batches = append(batches, s.st.PrepareBucketParts(s.buckets.take(nil)))
-		}
+	}
+	// The buckets go whether or not the global view goes with them: after
+	// the global view was written on its own, its hold is empty until the
+	// next batch, and a stream that stops there must still land them.
+	var batches []*store.Batch
+	if bucketsDue {
+		batches = append(batches, s.st.PrepareBucketParts(s.buckets.take(nil)))
+	}
+	if globalDue {
 		batches = append(batches, s.st.PrepareGlobalParts(global))
 	}
 	if !s.buckets.empty() || !s.global.empty() {
