@@ -36,7 +36,7 @@ func ingestCommand(env *Env) *cli.Command {
 			}
 			cs := flagConsumers(c, c.String("topic"))
 			cs.guard = guard
-			workers, err := newWorkers(c, cs, log, channelSink(c, st, guard))
+			workers, err := newWorkers(c, cs, log, channelSink(c, st, guard, log))
 			if err != nil {
 				return err
 			}
@@ -95,12 +95,12 @@ func newWorkers(c *cli.Context, cs consumers, log *slog.Logger, newSink func() (
 }
 
 // channelSink makes the channel pipeline's sinks over st, with the
-// command's time settings and per-user cap.
-func channelSink(c *cli.Context, st *store.Store, guard *replica.Guard) func() (ingest.Sink, error) {
+// command's time settings and per-user cap, logging to log.
+func channelSink(c *cli.Context, st *store.Store, guard *replica.Guard, log *slog.Logger) func() (ingest.Sink, error) {
 	return func() (ingest.Sink, error) {
 		w := writeStore(st, guard) // once per worker life
 		return ingest.NewChannelSink(w, ingest.ChannelOptions{Lateness: c.Duration("lateness"), MaxSkew: c.Duration("max-skew"),
-			UserMinuteCap: c.Int("user-minute-cap"), GlobalAge: c.Duration("global-age"), BucketAge: c.Duration("bucket-age"), Users: uniqueUsers(c, w)})
+			UserMinuteCap: c.Int("user-minute-cap"), GlobalAge: c.Duration("global-age"), BucketAge: c.Duration("bucket-age"), Users: uniqueUsers(c, w), Logger: log})
 	}
 }
 

@@ -188,7 +188,7 @@ func wireRun(ctx context.Context, c *cli.Context, env *Env, log *slog.Logger, ac
 	}
 	cs := flagConsumers(c, c.String("topic"))
 	cs.guard = guard
-	if p.workers, err = newWorkers(c, cs, log, channelSink(c, st, guard)); err != nil {
+	if p.workers, err = newWorkers(c, cs, log, channelSink(c, st, guard, log)); err != nil {
 		return nil, err
 	}
 	if p.sched, err = newScheduler(c, st, log); err != nil {

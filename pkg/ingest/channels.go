@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"hash/maphash"
+	"log/slog"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -65,6 +66,9 @@ type ChannelOptions struct {
 	// counted for a workspace, with a user id, adds its user to the
 	// channel's minute. nil turns it off.
 	Users *uniq.Store
+	// Logger reports the held counts' failed writes, which are retried in
+	// the background (nil: slog.Default()).
+	Logger *slog.Logger
 }
 
 // channelSink is the channel pipeline's Sink: it pre-aggregates events per
@@ -103,6 +107,7 @@ type channelSink struct {
 	last    map[topicPartition]*kgo.Record
 	sizes   map[topicPartition]batchSize // the last batch's, to size the next one's
 	writing *heldWrite
+	log     *slog.Logger
 	now     func() time.Time // the holds' clock: time.Now
 }
 
@@ -123,9 +128,12 @@ func NewChannelSink(st *store.Store, o ChannelOptions) (Sink, error) {
 	if o.BucketAge == 0 {
 		o.BucketAge = DefaultBucketAge
 	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
 	s := &channelSink{st: st, rule: rule, win: st.Window(), userCap: newUserCap(o.UserMinuteCap),
 		parts: map[topicPartition]*part{}, globalAge: o.GlobalAge, bucketAge: o.BucketAge,
-		buckets: newHold(), global: newHold(), now: time.Now}
+		buckets: newHold(), global: newHold(), log: o.Logger, now: time.Now}
 	if o.Users != nil {
 		s.users, s.userBatch = o.Users, o.Users.NewBatch()
 	}
@@ -242,7 +250,7 @@ func (s *channelSink) writeHeld(ctx context.Context) ([]*kgo.Record, error) {
 			if err := s.writing.err; err != nil {
 				// ctx ended: the next Write, if any, starts it over (what
 				// landed is skipped by the fences).
-				s.writing = writeHeld(ctx, s.st, s.writing.batches, s.writing.commit)
+				s.writing = writeHeld(ctx, s.st, s.log, s.writing.batches, s.writing.commit)
 				return nil, err
 			}
 			if s.writing.commit != nil {
@@ -255,7 +263,7 @@ func (s *channelSink) writeHeld(ctx context.Context) ([]*kgo.Record, error) {
 			s.release = false
 			return commit, nil
 		}
-		s.writing = writeHeld(ctx, s.st, batches, after)
+		s.writing = writeHeld(ctx, s.st, s.log, batches, after)
 		if !s.release {
 			return commit, nil
 		}

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -87,27 +88,18 @@ type heldWrite struct {
 }
 
 // writeHeld starts writing batches to st in the background, in order,
-// retrying each until it lands or ctx ends. Redis takes them beside the
-// next batches' running sums, whose calls it interleaves, so a hold
-// delays no ranking.
-func writeHeld(ctx context.Context, st *store.Store, batches []*store.Batch, commit []*kgo.Record) *heldWrite {
+// retrying each (as the worker retries its own writes, and logged the
+// same way) until it lands or ctx ends. Redis takes them beside the next
+// batches' running sums, whose calls it interleaves, so a hold delays no
+// ranking.
+func writeHeld(ctx context.Context, st *store.Store, log *slog.Logger, batches []*store.Batch, commit []*kgo.Record) *heldWrite {
 	hw := &heldWrite{batches: batches, commit: commit, done: make(chan struct{})}
 	go func() {
 		defer close(hw.done)
 		for _, b := range batches {
-			backoff := 50 * time.Millisecond
-			for {
-				err := st.Apply(ctx, b)
-				if err == nil {
-					break
-				}
-				select {
-				case <-ctx.Done():
-					hw.err = err
-					return
-				case <-time.After(backoff):
-				}
-				backoff = min(backoff*2, 5*time.Second)
+			if err := retry(ctx, log, "held counts' write (minute buckets, global view)", nil, func() error { return st.Apply(ctx, b) }); err != nil {
+				hw.err = err
+				return
 			}
 		}
 	}()

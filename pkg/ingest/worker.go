@@ -239,7 +239,7 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Sink == nil {
 		cfg.NewSink = func() (Sink, error) {
 			return NewChannelSink(cfg.Store, ChannelOptions{Lateness: cfg.Lateness, MaxSkew: cfg.MaxSkew,
-				UserMinuteCap: cfg.UserMinuteCap, GlobalAge: cfg.GlobalAge, BucketAge: cfg.BucketAge})
+				UserMinuteCap: cfg.UserMinuteCap, GlobalAge: cfg.GlobalAge, BucketAge: cfg.BucketAge, Logger: cfg.Logger})
 		}
 		sink, err := cfg.NewSink()
 		if err != nil {
