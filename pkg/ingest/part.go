@@ -1,8 +1,6 @@
 package ingest
 
 import (
-	"strings"
-
 	"github.com/topk-dev/topk/pkg/events"
 	"github.com/topk-dev/topk/pkg/store"
 )
@@ -47,26 +45,12 @@ type countedEvent struct {
 	wsLen, chLen uint8 // events.MaxIDBytes is 128
 }
 
-// add counts one event in the pending batch (the part's only one). A new
-// key of the counts is a copy of the event's id: the holds keep the
-// counts' keys for seconds, and a decoded id shares one allocation with
-// all of its event's strings.
+// add counts one event in the pending batch (the part's only one). The
+// counts copy the ids they keep (AddCopy): the holds keep them for
+// seconds, and a decoded id shares one allocation with all of its event's
+// strings.
 func (p *part) add(offset int64, ws string, minute int64, ch string) {
-	byMinute := p.counts[ws]
-	if byMinute == nil {
-		byMinute = map[int64]map[string]int64{}
-		p.counts[strings.Clone(ws)] = byMinute
-	}
-	byChannel := byMinute[minute]
-	if byChannel == nil {
-		byChannel = map[string]int64{}
-		byMinute[minute] = byChannel
-	}
-	if n, ok := byChannel[ch]; ok {
-		byChannel[ch] = n + 1
-	} else {
-		byChannel[strings.Clone(ch)] = 1
-	}
+	p.counts.AddCopy(ws, minute, ch, 1)
 	b := p.batches[0]
 	b.events = append(b.events, countedEvent{offset: offset, at: int64(len(b.arena)), minute: int32(minute),
 		wsLen: uint8(len(ws)), chLen: uint8(len(ch))})

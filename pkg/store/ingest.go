@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/redis/rueidis"
 
@@ -23,10 +24,20 @@ import (
 type Counts map[string]map[int64]map[string]int64
 
 // Add adds n events for channel ch of workspace ws in minute m.
-func (c Counts) Add(ws string, m int64, ch string, n int64) {
+func (c Counts) Add(ws string, m int64, ch string, n int64) { c.add(ws, m, ch, n, false) }
+
+// AddCopy is Add for ids that share their memory with something larger,
+// such as all the strings of a decoded record: a key it adds is a copy, so
+// counts kept for a while (a worker's holds) do not keep that alive.
+func (c Counts) AddCopy(ws string, m int64, ch string, n int64) { c.add(ws, m, ch, n, true) }
+
+func (c Counts) add(ws string, m int64, ch string, n int64, copyKeys bool) {
 	byMinute := c[ws]
 	if byMinute == nil {
 		byMinute = make(map[int64]map[string]int64)
+		if copyKeys {
+			ws = strings.Clone(ws)
+		}
 		c[ws] = byMinute
 	}
 	byChannel := byMinute[m]
@@ -34,7 +45,11 @@ func (c Counts) Add(ws string, m int64, ch string, n int64) {
 		byChannel = make(map[string]int64)
 		byMinute[m] = byChannel
 	}
-	byChannel[ch] += n
+	if old, ok := byChannel[ch]; ok || !copyKeys { // only a new key is copied
+		byChannel[ch] = old + n
+		return
+	}
+	byChannel[strings.Clone(ch)] = n
 }
 
 // AddCounts adds every count of o to c.
