@@ -354,6 +354,14 @@ local function hold(pend, source, last, minutes, expire_at)
   raise_expiry(pend, expire_at)
 end
 
+-- zadd_range adds the (score, member) pairs list[from..to] to key, in
+-- ZADDs of as many as unpack takes.
+local function zadd_range(key, list, from, to)
+  for j = from, to, 4000 do
+    redis.call('ZADD', key, unpack(list, j, math.min(j + 3999, to)))
+  end
+end
+
 -- add_sum adds a sum group's applied parts to win and cand (keys from
 -- KEYS[k], its fence), and returns the pairs added and the latest expiry
 -- of its minutes.
@@ -393,9 +401,7 @@ local function add_sum(k, g, apply, c)
       end
     end
   end
-  for j = 1, #raised, 4000 do
-    redis.call('ZADD', cand, unpack(raised, j, math.min(j + 3999, #raised)))
-  end
+  zadd_range(cand, raised, 1, #raised)
   if latest_in_win > 0 then
     raise_expiry(win, latest_in_win)
     raise_expiry(minutes, latest_in_win)
@@ -408,14 +414,6 @@ local function add_sum(k, g, apply, c)
     end
   end
   return added, latest
-end
-
--- zadd_pairs adds the n pairs after ARGV[at] (increment, member) to key,
--- whose members they are not: in ZADDs of as many as unpack takes.
-local function zadd_pairs(key, at, n)
-  for j = at + 1, at + 2 * n, 4000 do
-    redis.call('ZADD', key, unpack(ARGV, j, math.min(j + 3999, at + 2 * n)))
-  end
 end
 
 -- add_buckets adds a bucket group's applied parts to its buckets (keys
@@ -445,9 +443,9 @@ local function add_buckets(k, g, apply, marks, hret, dret)
       local n = tonumber(ARGV[at])
       if n > 0 then
         if size == 0 then
-          zadd_pairs(bucket, at, n)
+          zadd_range(bucket, ARGV, at + 1, at + 2 * n)
         elseif n * 4 >= size then
-          zadd_pairs(tmp, at, n)
+          zadd_range(tmp, ARGV, at + 1, at + 2 * n)
           redis.call('ZUNIONSTORE', bucket, 2, bucket, tmp)
           redis.call('DEL', tmp)
         else
