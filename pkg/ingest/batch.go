@@ -37,7 +37,27 @@ type batch struct {
 	records  int // all records, valid or not
 	dead     []*kgo.Record
 	rejected map[events.Reason]int
-	started  time.Time // wall time of the first record, for the age trigger
+	started  time.Time // when the batch started, for the age trigger (batchStart)
+}
+
+// batchStart is when a batch starts for its age trigger (Config.BatchAge),
+// given the arrival of its oldest record, when the worker's last flush
+// began and the wall clock's now. A batch is as old as its oldest record,
+// not as the poll that found it: records that arrived while the worker was
+// flushing waited in the client's buffer, and counting their age from the
+// next poll would add the flush's duration to their freshness on top of
+// the batch age. It is never before the last flush began, though: older
+// records were already waiting then (a backlog, or what a full batch left
+// behind), and a batch started in the past would be flushed at once, a
+// little at a time. Nor after now, whatever the producer's clock says.
+func batchStart(oldest, flushBegan, now time.Time) time.Time {
+	if oldest.After(now) {
+		oldest = now
+	}
+	if oldest.Before(flushBegan) {
+		return flushBegan
+	}
+	return oldest
 }
 
 func newBatch() *batch {

@@ -80,8 +80,10 @@ type Config struct {
 
 	// BatchEvents flushes a batch once it holds this many records.
 	BatchEvents int
-	// BatchAge flushes a non-empty batch this long after its first record.
-	// With the scheduler's interval it bounds freshness.
+	// BatchAge flushes a non-empty batch this long after its oldest
+	// record reached the broker, counted from no earlier than the last
+	// flush's start (see batchStart). It bounds freshness, with the time
+	// the writes and the refresh take.
 	BatchAge time.Duration
 	// MaxSkew is how far ahead of its arrival an event time may be and
 	// still count.
@@ -313,7 +315,7 @@ func (w *Worker) run(ctx context.Context) error {
 		attrs = append(attrs, "global_backend", w.cfg.Store.GlobalBackend(), "user_minute_cap", w.cfg.UserMinuteCap)
 	}
 	log.Info("ingest worker started", attrs...)
-	c := &consumer{w: w, cl: cl, log: log, hurry: &hurry, b: newBatch(), summary: newRejectSummary(log, 10*time.Second)}
+	c := &consumer{w: w, cl: cl, log: log, hurry: &hurry, b: newBatch(), summary: newRejectSummary(log, 10*time.Second), flushBegan: time.Now()}
 	for {
 		n, closed := c.poll(ctx)
 		if closed {
@@ -371,6 +373,10 @@ type consumer struct {
 	// write them when due.
 	held      bool
 	lastFlush time.Time
+	// flushBegan is when the last flush began (the run's start before
+	// the first): the worker took no records since, so a record that
+	// arrived meanwhile has waited since then at most (see batchStart).
+	flushBegan time.Time
 }
 
 // poll adds to the batch what one poll brings, waiting at most until the
@@ -395,14 +401,19 @@ func (c *consumer) poll(ctx context.Context) (n int, closed bool) {
 			c.log.Warn("fetch error", "partition", p, "err", err)
 		}
 	})
-	if b.empty() {
-		b.started = time.Now()
-	}
+	wasEmpty, wall := b.empty(), time.Now()
+	var oldest time.Time
 	now := w.cfg.Clock()
 	fetches.EachRecord(func(r *kgo.Record) {
+		if at := arrival(r, wall); wasEmpty && (oldest.IsZero() || at.Before(oldest)) {
+			oldest = at
+		}
 		b.add(r, w.cfg.Sink, now, w.cfg.DLQTopic)
 		n++
 	})
+	if wasEmpty && n > 0 {
+		b.started = batchStart(oldest, c.flushBegan, wall)
+	}
 	w.stats.Consumed.Add(int64(n))
 	w.lag.polled(fetches)
 	return n, false
@@ -430,6 +441,7 @@ func (c *consumer) maybeFlush(ctx context.Context, n int, stopping bool) error {
 	if h, ok := w.cfg.Sink.(Holder); ok && (stopping || c.hurry.Load() || idle) {
 		h.Release()
 	}
+	c.flushBegan = time.Now()
 	held, err := w.flush(ctx, c.cl, b, c.log)
 	if err != nil {
 		return err

@@ -295,3 +295,50 @@ func TestRollupsRunBesideTheHour(t *testing.T) {
 	}
 	close(release)
 }
+
+// TestHourTicksWhenAWorkspaceTurnsDirty: a write's workspace is refreshed
+// within a poll of the dirty set, not at the next tick of a long interval.
+func TestHourTicksWhenAWorkspaceTurnsDirty(t *testing.T) {
+	st, _ := setup(t, window.Hour)
+	hourTicks := make(chan struct{}, 100)
+	s, err := scheduler.New(scheduler.Params{
+		Store: st, Interval: window.MaxInterval,
+		OnTick: func(loop string, _ time.Duration, err error) {
+			if loop == scheduler.LoopHour && err == nil {
+				hourTicks <- struct{}{}
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	select {
+	case <-hourTicks: // Run's first tick, at once
+	case <-time.After(10 * time.Second):
+		t.Fatal("the hour loop never ticked")
+	}
+
+	written := time.Now()
+	write(t, st, "w", window.Minute(written), "c", 3)
+	// The next regular tick comes window.MaxInterval (5 s) after the
+	// first; half of that is ample for a poll and one refresh.
+	deadline := written.Add(window.MaxInterval / 2)
+	for {
+		if res, err := st.ReadTop(ctx, "w", "1h", 0); err == nil && fmt.Sprint(res.Entries) == "[{1 c 3}]" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the workspace written %s ago is still not refreshed (interval %s)", time.Since(written).Round(time.Millisecond), window.MaxInterval)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -46,6 +46,17 @@ func (s *Store) PopDirty(ctx context.Context, n int) ([]string, error) {
 	return s.pop(ctx, "store.pop_dirty", s.keys.Dirty(), n)
 }
 
+// HasDirty reports whether the dirty set has members: workspaces whose
+// hour ranking a write may have changed since the scheduler last took
+// them.
+func (s *Store) HasDirty(ctx context.Context) (bool, error) {
+	n, err := s.c.Do(ctx, s.c.B().Exists().Key(s.keys.Dirty()).Build()).AsInt64()
+	if err != nil {
+		return false, fmt.Errorf("store.has_dirty: %w", err)
+	}
+	return n > 0, nil
+}
+
 // PopSumsDirty removes and returns up to n workspaces of the set of those
 // whose long windows' sums may have changed (keys.SumsDirty).
 func (s *Store) PopSumsDirty(ctx context.Context, n int) ([]string, error) {

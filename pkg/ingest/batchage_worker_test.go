@@ -1,0 +1,82 @@
+package ingest_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/topk-dev/topk/pkg/ingest"
+	"github.com/topk-dev/topk/pkg/internal/testenv"
+	"github.com/topk-dev/topk/pkg/kafka"
+)
+
+// slowSink takes every record and makes its first Write last slow; it
+// records when each Write began.
+type slowSink struct {
+	slow    time.Duration
+	mu      sync.Mutex
+	writes  []time.Time
+	started chan struct{} // closed when the first Write begins
+}
+
+func (s *slowSink) Add(*kgo.Record, time.Time, time.Time) error { return nil }
+func (s *slowSink) String() string                              { return "nothing, slowly" }
+
+func (s *slowSink) Write(context.Context) (ingest.Written, error) {
+	s.mu.Lock()
+	s.writes = append(s.writes, time.Now())
+	first := len(s.writes) == 1
+	s.mu.Unlock()
+	if first {
+		close(s.started)
+		time.Sleep(s.slow)
+	}
+	return ingest.Written{}, nil
+}
+
+func (s *slowSink) began() []time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]time.Time(nil), s.writes...)
+}
+
+// A record that reaches the broker while the worker is flushing is flushed
+// BatchAge after it arrived, not BatchAge after the slow flush ended: the
+// flush's time does not add to its freshness.
+func TestBatchAgeCountsFromArrival(t *testing.T) {
+	const batchAge, slow = 2 * time.Second, 1500 * time.Millisecond
+	f := newFixture(t, 1)
+	sink := &slowSink{slow: slow, started: make(chan struct{})}
+	w, err := ingest.New(ingest.Config{
+		Kafka: kafka.Config{Brokers: f.brokers()}, Topic: topic, Group: "batch-age",
+		Sink: sink, BatchAge: batchAge,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Background(t, w.Run)
+
+	f.produce(&kgo.Record{Key: []byte("w"), Value: []byte("first")})
+	select {
+	case <-sink.started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first batch was never written")
+	}
+	arrived := time.Now()
+	f.produce(&kgo.Record{Key: []byte("w"), Value: []byte("second"), Timestamp: arrived})
+	waitFor(t, "the second batch written", func() bool { return len(sink.began()) >= 2 })
+
+	// Counted from the next poll, after the slow flush, the second batch
+	// would be written about slow + batchAge after it arrived, 3.5 s here;
+	// counted from its arrival, batchAge (the slow flush ended before).
+	took := sink.began()[1].Sub(arrived)
+	if took < batchAge-50*time.Millisecond || took > batchAge+slow/2 {
+		t.Errorf("a record that arrived during a %s flush was written %s after it arrived; want about the batch age, %s", slow, took, batchAge)
+	}
+}
