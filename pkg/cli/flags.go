@@ -81,7 +81,7 @@ func ingestFlags(group, dlq string) []cli.Flag {
 		altsrc.NewStringFlag(dlqFlag),
 		altsrc.NewIntFlag(&cli.IntFlag{Name: "workers", EnvVars: []string{"TOPK_WORKERS"}, Value: 1, Usage: "ingest workers in this process (each one consumer-group member)"}),
 		altsrc.NewIntFlag(&cli.IntFlag{Name: "batch-events", EnvVars: []string{"TOPK_BATCH_EVENTS"}, Value: ingest.DefaultBatchEvents, Usage: "flush a batch once it holds this many records"}),
-		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "batch-age", EnvVars: []string{"TOPK_BATCH_AGE"}, Value: ingest.DefaultBatchAge, Usage: "flush a batch this long after its first record"}),
+		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "batch-age", EnvVars: []string{"TOPK_BATCH_AGE"}, Value: ingest.DefaultBatchAge, Usage: "flush a batch this long after its oldest record reached the broker (never counted from before the last flush began)"}),
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "session-timeout", EnvVars: []string{"TOPK_SESSION_TIMEOUT"}, Value: ingest.DefaultSessionTimeout, Usage: "how long the consumer group waits for a silent (crashed) worker before moving its partitions (heartbeats: every third of it, at most 1s apart); a Kafka broker accepts 6s to 30m at its defaults (group.min/max.session.timeout.ms)"}),
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "max-skew", EnvVars: []string{"TOPK_MAX_SKEW"}, Value: events.DefaultMaxSkew, Usage: "how far ahead of its arrival at the broker an event time may be and still count"}),
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "rebalance-timeout", EnvVars: []string{"TOPK_REBALANCE_TIMEOUT"}, Value: ingest.DefaultRebalanceTimeout, Usage: "how long a rebalance waits for every worker to rejoin; a worker that crashed mid-rebalance stalls the group this long"}),
@@ -130,7 +130,7 @@ func globalAgeFlag() cli.Flag {
 
 func scheduleFlags() []cli.Flag {
 	return []cli.Flag{
-		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "interval", EnvVars: []string{"TOPK_INTERVAL"}, Value: scheduler.DefaultInterval, Usage: fmt.Sprintf("refresh interval of the cached rankings (at most %s)", window.MaxInterval)}),
+		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "interval", EnvVars: []string{"TOPK_INTERVAL"}, Value: scheduler.DefaultInterval, Usage: fmt.Sprintf("tick interval of the scheduler's loops: the hour window's slide, the global ranking, the rollups (at most %s); a workspace a worker wrote is refreshed sooner, on the hour loop's next poll of the dirty set (every 50ms)", window.MaxInterval)}),
 		kFlag("entries kept in each cached ranking"),
 		altsrc.NewStringFlag(&cli.StringFlag{Name: "cadence", EnvVars: []string{"TOPK_CADENCE"}, Value: defaultCadence(), Usage: "refresh period of each long window, as window=duration pairs (a window set to 0 is not computed)"}),
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "fresh-every", EnvVars: []string{"TOPK_FRESH_EVERY"}, Value: scheduler.DefaultFreshEvery,
