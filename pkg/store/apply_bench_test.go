@@ -32,7 +32,10 @@ import (
 // machine. Run it a multiple of the hold's flushes (-benchtime 30x).
 // TOPK_BENCH_REDIS_ARGS passes arguments to the redis-server it starts
 // (e.g. "--hash-max-listpack-entries 128"), TOPK_BENCH_MAX_PAIRS sets
-// MaxPairsPerCall (a huge value: no group is chunked).
+// MaxPairsPerCall (a huge value: no group is chunked). TOPK_BENCH_SUMS=0
+// leaves the running sums out and writes the held buckets alone: the
+// Redis floor of a design whose workers keep the hour's counts themselves
+// (BENCHMARKS.md, "Next steps" 1), less its rankings' writes.
 // Run: go test -run '^$' -bench ApplyRedisCPU -benchtime 30x ./pkg/store/
 func BenchmarkApplyRedisCPU(b *testing.B) {
 	const events, partitions = 200_000, 8
@@ -44,6 +47,7 @@ func BenchmarkApplyRedisCPU(b *testing.B) {
 	c := testenv.Client(b, r.Addr())
 	maxPairs := testenv.EnvInt("TOPK_BENCH_MAX_PAIRS", 0) // 0: the default
 	holdFlushes := testenv.EnvInt("TOPK_BENCH_HOLD", 15)
+	sums := os.Getenv("TOPK_BENCH_SUMS") != "0"
 	if os.Getenv("TOPK_BENCH_HOLD") == "0" {
 		holdFlushes = 0
 	}
@@ -86,7 +90,10 @@ func BenchmarkApplyRedisCPU(b *testing.B) {
 			held[i].Counts.AddCounts(p.Counts)
 			held[i].Source.Last = p.Source.Last
 		}
-		out := []*store.Batch{st.PrepareSumParts(parts)}
+		var out []*store.Batch
+		if sums {
+			out = append(out, st.PrepareSumParts(parts))
+		}
 		if flushes++; flushes%holdFlushes == 0 {
 			out = append(out, st.PrepareBucketParts(held))
 			held = nil
