@@ -3,10 +3,12 @@ package bench
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/topk-dev/topk/pkg/internal/testenv"
+	"github.com/topk-dev/topk/pkg/store"
 )
 
 // small is a workload that runs in a few seconds.
@@ -58,9 +60,9 @@ func TestAccuracyExactWhenSummariesHoldEverything(t *testing.T) {
 	if rd.ResultEvents != cfg.Events || rep.Stream.Events != cfg.Events {
 		t.Errorf("result counted %d events, truth %d, want %d", rd.ResultEvents, rep.Stream.Events, cfg.Events)
 	}
-	// 60 minutes x 4 shards x (ss + n); sse only exists after an eviction.
-	if rd.Memory.Keys != 60*4*2 || rd.Memory.ByKind["ss"] <= 0 || rd.Memory.ByKind["n"] <= 0 || rd.Memory.ByKind["sse"] != 0 {
-		t.Errorf("summary memory %+v, want 480 keys of ss and n", rd.Memory)
+	// 60 minutes x the shards x (ss + n); sse only exists after an eviction.
+	if want := 60 * store.DefaultGlobalShards * 2; rd.Memory.Keys != want || rd.Memory.ByKind["ss"] <= 0 || rd.Memory.ByKind["n"] <= 0 || rd.Memory.ByKind["sse"] != 0 {
+		t.Errorf("summary memory %+v, want %d keys of ss and n", rd.Memory, want)
 	}
 	if rd.Flushes != 6 || rd.EventsPerSecond <= 0 || rd.RedisCommands <= 0 || rd.ScriptCalls <= 0 {
 		t.Errorf("flushes %d, rate %v, commands %d, script calls %d", rd.Flushes, rd.EventsPerSecond, rd.RedisCommands, rd.ScriptCalls)
@@ -81,7 +83,7 @@ func TestAccuracyExactWhenSummariesHoldEverything(t *testing.T) {
 	var md bytes.Buffer
 	rep.WriteMarkdown(&md)
 	WriteSummaryMarkdown(&md, []*AccuracyReport{rep})
-	for _, want := range []string{"### Zipf 1.20, m = 20,000", "| recall@100 | 1.000 |", "| 1.20 | 20,000 × 4 | 1.000 |"} {
+	for _, want := range []string{"### Zipf 1.20, m = 20,000", "| recall@100 | 1.000 |", fmt.Sprintf("| 1.20 | 20,000 × %d | 1.000 |", store.DefaultGlobalShards)} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md.String())
 		}

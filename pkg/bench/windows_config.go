@@ -158,7 +158,7 @@ func (c WindowsConfig) withDefaults() WindowsConfig {
 // simulated minutes and a tick every 30, for 35 days; rollups with the
 // product's Keep (500, five times K = 100). It runs in about 10 minutes on
 // 2 cores. The global summaries are smaller than the product's (300 x 2
-// shards instead of 3,000 x 4), so that they do approximate this stream.
+// shards instead of 750 x 16), so that they do approximate this stream.
 func DefaultWindowsConfig() WindowsConfig {
 	return WindowsConfig{Batch: DefaultWindowsBatch, Heavy: DefaultWindowsHeavy, Small: DefaultWindowsSmall, Idle: DefaultWindowsIdle,
 		Trends: DefaultWindowsTrends, LateFraction: DefaultWindowsLateFraction}.withDefaults()

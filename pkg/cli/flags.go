@@ -172,8 +172,8 @@ func deploymentFlags() []cli.Flag {
 		// RedisBloom's sizing guidance for a TOPK of k items (redis.io,
 		// "Top-K", "Sizing"): width k*log(k), depth log(k) but at least 5,
 		// decay 0.9; k is --global-capacity. See store.BloomSize.
-		altsrc.NewIntFlag(&cli.IntFlag{Name: "bloom-width", EnvVars: []string{"TOPK_BLOOM_WIDTH"}, Usage: "RedisBloom backend: counters per array of each minute's TOPK (0: RedisBloom's sizing guidance, ceil(k*ln k) for k = --global-capacity: 24020 for 3000)"}),
-		altsrc.NewIntFlag(&cli.IntFlag{Name: "bloom-depth", EnvVars: []string{"TOPK_BLOOM_DEPTH"}, Usage: "RedisBloom backend: arrays of each minute's TOPK (0: ceil(ln k), at least 5: 9 for 3000)"}),
+		altsrc.NewIntFlag(&cli.IntFlag{Name: "bloom-width", EnvVars: []string{"TOPK_BLOOM_WIDTH"}, Usage: "RedisBloom backend: counters per array of each minute's TOPK (0: RedisBloom's sizing guidance, ceil(k*ln k) for k = --global-capacity: 4966 for 750)"}),
+		altsrc.NewIntFlag(&cli.IntFlag{Name: "bloom-depth", EnvVars: []string{"TOPK_BLOOM_DEPTH"}, Usage: "RedisBloom backend: arrays of each minute's TOPK (0: ceil(ln k), at least 5: 7 for 750)"}),
 		altsrc.NewFloat64Flag(&cli.Float64Flag{Name: "bloom-decay", EnvVars: []string{"TOPK_BLOOM_DECAY"}, Value: store.DefaultBloomDecay, Usage: "RedisBloom backend: the TOPK's decay, between 0 and 1"}),
 		altsrc.NewIntFlag(&cli.IntFlag{Name: "rollup-keep", EnvVars: []string{"TOPK_ROLLUP_KEEP"}, Usage: "members a closed hour or day bucket keeps, and the all-time summary's capacity (0: 5 x --k, the seed's safety factor)"}),
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "minute-retention", EnvVars: []string{"TOPK_MINUTE_RETENTION"}, Value: window.DefaultMinuteRetention, Usage: "how long minute buckets live after their minute (more than the hour window; the excess is how long the scheduler may stop without losing rollups)"}),

@@ -47,9 +47,18 @@ const (
 
 // Defaults of GlobalOptions. The RedisBloom TOPK's width and depth follow
 // from its k by BloomSize.
+//
+// 16 shards of 750 items hold as many candidates a minute as 4 of 3,000
+// did (12,000), with the same memory and the same error bounds: a shard's
+// Space-Saving bound is its share of the events over its capacity, and
+// its share shrinks as its capacity does. What changes is the length of a
+// call: a source's group merges up to two thirds of a shard's capacity at
+// once and is never split, so at 3,000 it was the longest call of the
+// write path (10 ms alone, 27 ms under load), every reader waiting for it;
+// at 750 it is 2.5 to 3 ms (BENCHMARKS.md, "The global view in 16 shards").
 const (
-	DefaultGlobalShards   = 4
-	DefaultGlobalCapacity = 3000
+	DefaultGlobalShards   = 16
+	DefaultGlobalCapacity = 750
 	DefaultBloomDecay     = 0.9
 )
 
@@ -68,16 +77,16 @@ const (
 // k*ln(k), one of the k heaviest items shares a given array's counter with
 // another of them with probability about k/width = 1/ln(k), and with
 // another in every array with probability about (1/ln k)^depth: for the
-// default k = 3000 (ln k = 8.0) that is 0.125 per array and 1e-8 over the
-// 9 arrays, so the heavy items keep a counter of their own, which the
+// default k = 750 (ln k = 6.6) that is 0.15 per array and 2e-6 over the
+// 7 arrays, so the heavy items keep a counter of their own, which the
 // light items decay with probability only 0.9^count. RedisBloom's
-// defaults (width 8, depth 7: 56 counters) give 3,000 items 56 counters,
+// defaults (width 8, depth 7: 56 counters) give 750 items 56 counters,
 // so nearly every item shares all its counters and counts decay far below
 // the truth.
 //
 // Memory: a TOPK takes width*depth*8 bytes of counters, plus k*24 bytes of
-// heap and its items' names; for k = 3000, 24,020 x 9 counters, about
-// 1.9 MB a key (see docs/global-view.md).
+// heap and its items' names; for k = 750, 4,966 x 7 counters, about
+// 0.3 MB a key (see docs/global-view.md).
 func BloomSize(k int) (width, depth int) {
 	lk := math.Log(float64(max(k, 1)))
 	width = max(8, int(math.Ceil(float64(k)*lk)))

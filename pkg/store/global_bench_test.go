@@ -24,7 +24,9 @@ import (
 // partitions, into one minute's summaries that fill up as the writes add
 // up. It reports the Redis server's CPU per event and the longest
 // global_add.lua call (SLOWLOG): these calls are the longest of the write
-// path, and every reader waits for them.
+// path, and every reader waits for them. TOPK_BENCH_GLOBAL_SHARDS and
+// TOPK_BENCH_GLOBAL_CAPACITY set the summaries' shards and capacity (0:
+// the defaults).
 // Run: go test -run '^$' -bench GlobalRedisCPU -benchtime 10x ./pkg/store/
 func BenchmarkGlobalRedisCPU(b *testing.B) {
 	const events, partitions = 1_000_000, 8
@@ -34,7 +36,10 @@ func BenchmarkGlobalRedisCPU(b *testing.B) {
 	}
 	r := testenv.Redis(b, "--slowlog-log-slower-than", "1000", "--slowlog-max-len", "10000")
 	c := testenv.Client(b, r.Addr())
-	st := store.New(c, keys.New(""), window.Hour, store.Options{})
+	st := store.New(c, keys.New(""), window.Hour, store.Options{Global: store.GlobalOptions{
+		Shards:   testenv.EnvInt("TOPK_BENCH_GLOBAL_SHARDS", 0),
+		Capacity: testenv.EnvInt("TOPK_BENCH_GLOBAL_CAPACITY", 0),
+	}})
 	ctx := context.Background()
 	m := window.Minute(time.Now())
 	offset := make([]int64, partitions)

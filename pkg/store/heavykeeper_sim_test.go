@@ -226,7 +226,7 @@ func simulateBloomMinute(k, width, depth int, events, distinct, flushes int, see
 }
 
 // TestBloomSizingAccuracy compares, on the HeavyKeeper model above, a
-// shard's minute summary at the global view's default k (3,000) reserved
+// shard's minute summary at the global view's default k (750) reserved
 // with RedisBloom's default width and depth (8 x 7, what the store
 // reserved before) and with BloomSize's: 400,000 events over 100,000
 // distinct items (Zipf, s = 1.1) in 20 flushes.
@@ -245,7 +245,7 @@ func TestBloomSizingAccuracy(t *testing.T) {
 	if sized.recall100 < 1 || sized.meanErr100 > 0.001 || sized.recallK < 0.95 || sized.meanErrK > 0.05 {
 		t.Errorf("BloomSize(%d) = %d x %d: %+v, want the true top 100 listed exactly and 95%% of the top k listed", k, w, d, sized)
 	}
-	// 56 counters for 3,000 items: most of the top 100 missing or far off.
+	// 56 counters for k items: most of the top 100 missing or far off.
 	if small.recall100 > 0.5 || small.meanErr100 < 0.5 {
 		t.Errorf("8 x 7: %+v; the model no longer shows the collisions", small)
 	}

@@ -359,7 +359,7 @@ func TestBloomFlushReservesBySizingRule(t *testing.T) {
 		opts store.GlobalOptions
 		want []string // TOPK.RESERVE's k, width, depth, decay
 	}{
-		{"defaults", store.GlobalOptions{Backend: store.BackendRedisBloom, Shards: 1}, []string{"3000", "24020", "9", "0.9"}},
+		{"defaults", store.GlobalOptions{Backend: store.BackendRedisBloom, Shards: 1}, []string{"750", "4966", "7", "0.9"}},
 		{"capacity 50", store.GlobalOptions{Backend: store.BackendRedisBloom, Shards: 1, Capacity: 50}, []string{"50", "196", "5", "0.9"}},
 		{"explicit", store.GlobalOptions{Backend: store.BackendRedisBloom, Shards: 1, Capacity: 50, BloomWidth: 2000, BloomDepth: 7, BloomDecay: 0.925}, []string{"50", "2000", "7", "0.925"}},
 		{"width only", store.GlobalOptions{Backend: store.BackendRedisBloom, Shards: 1, Capacity: 50, BloomWidth: 1000}, []string{"50", "1000", "5", "0.9"}},
