@@ -50,7 +50,7 @@ func TestBenchAccuracyCommandJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
 		t.Fatalf("%v:\n%s", err, stdout)
 	}
-	want := "topk-bench accuracy --skew 1.2,0.8 --items 5000 --workspaces 50 --events 60000 --k 20 --capacity 10,5000 --shards 4 --flush-events 20000 --seed 1 --reference=false --reference-k 50 --reference-epsilon 0.001 --redis " + r.Addr()
+	want := "topk-bench accuracy --skew 1.2,0.8 --items 5000 --workspaces 50 --events 60000 --k 20 --capacity 10,5000 --shards 16 --flush-events 20000 --seed 1 --reference=false --reference-k 50 --reference-epsilon 0.001 --redis " + r.Addr()
 	if got.Command != want {
 		t.Errorf("command\n %s\nwant\n %s", got.Command, want)
 	}
@@ -84,7 +84,7 @@ func TestBenchAccuracyCommandMarkdown(t *testing.T) {
 	for _, want := range []string{
 		"Command: `topk-bench accuracy --skew 1.0 --items 5000",
 		"Redis 7", "(throwaway redis-server)",
-		"### Zipf 1.00, m = 3,000", "| recall@20 |", "CMS + heap in Go (reference point only)",
+		"### Zipf 1.00, m = 750", "| recall@20 |", "CMS + heap in Go (reference point only)",
 		"### Summary",
 	} {
 		if !strings.Contains(stdout, want) {
