@@ -62,7 +62,7 @@ func TestGlobalRisingBoundsHold(t *testing.T) {
 			r := testenv.Redis(t)
 			st := store.New(testenv.Client(t, r.Addr()), keys.New(""), liveHour,
 				store.Options{Global: store.GlobalOptions{Shards: 2, Capacity: capacity, GroupItems: tc.groupItems}})
-			now := time.Now()
+			now := settledNow()
 			last, prev := applyTwoHours(t, st, now, uint64(capacity+tc.groupItems))
 			const k = 10
 			if err := st.RefreshGlobal(ctx, now, k); err != nil {

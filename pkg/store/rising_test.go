@@ -55,6 +55,22 @@ func risingTruth(wt windowTruth, first int64, minCount int64) []store.RisingEntr
 // window is still there to read.
 var liveHour = window.Window{Minutes: 60, Grace: window.DefaultMinuteRetention - time.Hour}
 
+// settledNow is the time a test of the hour before the window writes and
+// reads at: time.Now, unless fewer than 15 s of its minute are left, then
+// just after the next minute starts. The oldest minute of the hour before
+// lives until the end of now's minute (liveHour.ExpireAt: exactly as long
+// as a read of that hour needs it), so a test that crossed into the next
+// minute between its writes and its reads found it expired (one minute
+// missing from every previous count).
+func settledNow() time.Time {
+	now := time.Now()
+	if next := now.Truncate(time.Minute).Add(time.Minute); next.Sub(now) < 15*time.Second {
+		time.Sleep(time.Until(next) + 100*time.Millisecond)
+		return time.Now()
+	}
+	return now
+}
+
 // writeMinutes writes wt through the store's fenced write path (no source)
 // and slides the window to now.
 func writeMinutes(t *testing.T, st *store.Store, ws string, wt windowTruth, now time.Time) {
@@ -94,7 +110,7 @@ func TestRisingMatchesTheEvents(t *testing.T) {
 	r := testenv.Redis(t)
 	st := store.New(testenv.Client(t, r.Addr()), keys.New(""), liveHour, store.Options{})
 	ctx := context.Background()
-	now := time.Now()
+	now := settledNow()
 	first := window.Hour.First(now)
 	rng := rand.New(rand.NewPCG(7, 7))
 	wt := windowTruth{}
@@ -161,7 +177,7 @@ func TestRisingOfALargeWorkspace(t *testing.T) {
 	r := testenv.Redis(t)
 	st := store.New(testenv.Client(t, r.Addr()), keys.New(""), liveHour, store.Options{Candidates: 100})
 	ctx := context.Background()
-	now := time.Now()
+	now := settledNow()
 	first := window.Hour.First(now)
 	wt := windowTruth{}
 	for ch := 0; ch < 12_000; ch++ {
