@@ -130,7 +130,7 @@ func globalAgeFlag() cli.Flag {
 
 func scheduleFlags() []cli.Flag {
 	return []cli.Flag{
-		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "interval", EnvVars: []string{"TOPK_INTERVAL"}, Value: scheduler.DefaultInterval, Usage: fmt.Sprintf("tick interval of the scheduler's loops: the hour window's slide, the global ranking, the rollups (at most %s); a workspace a worker wrote is refreshed sooner, on the hour loop's next poll of the dirty set (every 50ms)", window.MaxInterval)}),
+		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "interval", EnvVars: []string{"TOPK_INTERVAL"}, Value: scheduler.DefaultInterval, Usage: fmt.Sprintf("tick interval of the scheduler's loops: the hour window's slide, the global ranking, the rollups (at most %s); a workspace a worker wrote is refreshed sooner, on the hour loop's next poll of the dirty set (every %s)", window.MaxInterval, scheduler.DirtyPoll)}),
 		kFlag("entries kept in each cached ranking"),
 		altsrc.NewStringFlag(&cli.StringFlag{Name: "cadence", EnvVars: []string{"TOPK_CADENCE"}, Value: defaultCadence(), Usage: "refresh period of each long window, as window=duration pairs (a window set to 0 is not computed)"}),
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "fresh-every", EnvVars: []string{"TOPK_FRESH_EVERY"}, Value: scheduler.DefaultFreshEvery,

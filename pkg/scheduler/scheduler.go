@@ -56,18 +56,18 @@ import (
 )
 
 // DefaultInterval is the default tick interval. The hour's loop also
-// ticks as soon as a write marks a workspace dirty (see dirtyPoll), so
+// ticks as soon as a write marks a workspace dirty (see DirtyPoll), so
 // with the ingest workers' default batch age (1 s) freshness is about 1 s
 // plus the time the writes and the refresh take; the interval bounds how
 // late a window's slide and the other loops' work come.
 const DefaultInterval = 500 * time.Millisecond
 
-// dirtyPoll is how often the hour's loop asks whether the dirty set has
-// members between its ticks. Waiting for the next tick instead added up
-// to a whole interval to every ranking's freshness (0.25 s at the median
-// of the default); a poll is one EXISTS, and the refresh work is the same
-// either way, once per workspace and write.
-const dirtyPoll = 50 * time.Millisecond
+// DirtyPoll is how often the hour's loop asks whether writes marked
+// workspaces dirty between its ticks. Waiting for the next tick instead
+// added up to a whole interval to every ranking's freshness (0.25 s at the
+// median of the default); a poll is one SCARD, and the refresh work is the
+// same either way, once per workspace and write.
+const DirtyPoll = 50 * time.Millisecond
 
 // DefaultFreshEvery is how often, by default, the long windows' rankings
 // take in the current hour: the 24h window's cadence, inside the 1 to 5
@@ -294,21 +294,23 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	s.loop(ctx, LoopHour, "hour", func(ctx context.Context) error {
 		_, err := s.TickHour(ctx)
 		return err
-	}, s.dirty)
+	}, &dirtyWatch{st: s.p.Store})
 	wg.Wait()
 	return nil
 }
 
 // loop runs tick every interval until ctx ends, logging failures; name is
 // the loop's name for Params.OnTick, what for the log. If early is not
-// nil, the loop asks it every dirtyPoll and ticks at once when it says
-// there is work.
-func (s *Scheduler) loop(ctx context.Context, name, what string, tick func(context.Context) error, early func(context.Context) bool) {
+// nil, the loop also asks it every DirtyPoll whether writes marked
+// workspaces dirty since the last tick, and ticks at once when they did
+// (not after a failed tick: that one waits for the interval, so that a
+// failing Redis is retried, and logged, once per interval).
+func (s *Scheduler) loop(ctx context.Context, name, what string, tick func(context.Context) error, early *dirtyWatch) {
 	t := time.NewTicker(s.p.Interval)
 	defer t.Stop()
 	var poll <-chan time.Time // nil: never
 	if early != nil {
-		p := time.NewTicker(min(dirtyPoll, s.p.Interval))
+		p := time.NewTicker(min(DirtyPoll, s.p.Interval))
 		defer p.Stop()
 		poll = p.C
 	}
@@ -325,7 +327,15 @@ func (s *Scheduler) loop(ctx context.Context, name, what string, tick func(conte
 			s.p.Logger.Warn("scheduler tick failed; cached rankings keep their last values and grow stale",
 				"loop", what, "stale_for", time.Since(lastOK).Round(time.Second), "err", err)
 		}
-		t.Reset(s.p.Interval) // the interval counts from the last tick, early or not
+		polling := poll
+		if early != nil {
+			// The interval counts from the end of this tick, early or not.
+			t.Reset(s.p.Interval)
+			early.settle(ctx)
+			if err != nil {
+				polling = nil
+			}
+		}
 	wait:
 		for {
 			select {
@@ -333,8 +343,8 @@ func (s *Scheduler) loop(ctx context.Context, name, what string, tick func(conte
 				return
 			case <-t.C:
 				break wait
-			case <-poll:
-				if early(ctx) {
+			case <-polling:
+				if early.grew(ctx) {
 					break wait
 				}
 			}
@@ -342,12 +352,33 @@ func (s *Scheduler) loop(ctx context.Context, name, what string, tick func(conte
 	}
 }
 
-// dirty reports whether a write marked a workspace dirty since the hour's
-// last tick took the set. An error says no: the next regular tick reports
-// it, once per interval rather than once per poll.
-func (s *Scheduler) dirty(ctx context.Context) bool {
-	has, err := s.p.Store.HasDirty(ctx)
-	return err == nil && has
+// dirtyWatch tells the hour's loop when writes marked workspaces dirty
+// since its last tick: when the dirty set holds more members than right
+// after that tick. Not merely when it has members: a tick puts back the
+// workspaces whose leaving minute a worker still holds (store.Refresh),
+// and refreshing those again before the hold lands changes nothing, so
+// ticking on them would tick every poll for as long as the hold lasts.
+type dirtyWatch struct {
+	st   *store.Store
+	base int64 // the dirty set's size after the last tick
+}
+
+// settle records the dirty set's size after a tick (0 when it cannot be
+// read: the next poll that can read it then ticks if it has members).
+func (d *dirtyWatch) settle(ctx context.Context) {
+	n, err := d.st.DirtySize(ctx)
+	if err != nil {
+		n = 0
+	}
+	d.base = n
+}
+
+// grew reports whether the dirty set has more members than after the last
+// tick. An error says no: the next regular tick reports it, once per
+// interval rather than once per poll.
+func (d *dirtyWatch) grew(ctx context.Context) bool {
+	n, err := d.st.DirtySize(ctx)
+	return err == nil && n > d.base
 }
 
 // TickActivity rolls up the user activity hours closed since its last

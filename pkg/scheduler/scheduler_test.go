@@ -2,7 +2,10 @@ package scheduler_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -340,5 +343,77 @@ func TestHourTicksWhenAWorkspaceTurnsDirty(t *testing.T) {
 			t.Fatalf("the workspace written %s ago is still not refreshed (interval %s)", time.Since(written).Round(time.Millisecond), window.MaxInterval)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestHourTicksEarlyOnlyForNewWork: the hour loop does not tick every poll
+// for workspaces a refresh put back into the dirty set (a worker still
+// holds their leaving minute), nor retry a failing tick every poll while
+// writes keep coming: both wait for the interval.
+func TestHourTicksEarlyOnlyForNewWork(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		fail bool
+	}{{"put back by the refresh", false}, {"failing", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, c := setup(t, window.Hour)
+			dirty := keys.New("").Dirty()
+			sadd := func(ids ...string) error {
+				return c.Do(context.Background(), c.B().Sadd().Key(dirty).Member(ids...).Build()).Error()
+			}
+			var ticks atomic.Int64
+			const interval = time.Second
+			s, err := scheduler.New(scheduler.Params{
+				Store: st, Interval: interval,
+				Refresh: func(ctx context.Context, ids []string, now time.Time, k int) error {
+					if tc.fail {
+						return errors.New("fake: Redis refused the refresh")
+					}
+					if len(ids) == 0 {
+						return nil
+					}
+					return sadd(ids...) // every workspace waits for a held minute
+				},
+				OnTick: func(loop string, _ time.Duration, _ error) {
+					if loop == scheduler.LoopHour {
+						ticks.Add(1)
+					}
+				},
+				Logger: slog.New(slog.DiscardHandler),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := sadd("w"); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- s.Run(ctx) }()
+			stop := make(chan struct{})
+			go func() { // a writer marking new workspaces dirty every 20 ms
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					case <-time.After(20 * time.Millisecond):
+					}
+					if tc.fail {
+						_ = sadd(fmt.Sprintf("new-%d", i))
+					}
+				}
+			}()
+			time.Sleep(2*interval + interval/2)
+			close(stop)
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			// The first tick at once, then one an interval: 3 in 2.5 s.
+			// Ticking every 50 ms poll would make about 50.
+			if n := ticks.Load(); n > 5 {
+				t.Errorf("%d hour ticks in %s with a %s interval; want about 3", n, 2*interval+interval/2, interval)
+			}
+		})
 	}
 }

@@ -46,15 +46,15 @@ func (s *Store) PopDirty(ctx context.Context, n int) ([]string, error) {
 	return s.pop(ctx, "store.pop_dirty", s.keys.Dirty(), n)
 }
 
-// HasDirty reports whether the dirty set has members: workspaces whose
+// DirtySize returns how many workspaces the dirty set holds: those whose
 // hour ranking a write may have changed since the scheduler last took
-// them.
-func (s *Store) HasDirty(ctx context.Context) (bool, error) {
-	n, err := s.c.Do(ctx, s.c.B().Exists().Key(s.keys.Dirty()).Build()).AsInt64()
+// them, and those a refresh put back (see Refresh).
+func (s *Store) DirtySize(ctx context.Context) (int64, error) {
+	n, err := s.c.Do(ctx, s.c.B().Scard().Key(s.keys.Dirty()).Build()).AsInt64()
 	if err != nil {
-		return false, fmt.Errorf("store.has_dirty: %w", err)
+		return 0, fmt.Errorf("store.dirty_size: %w", err)
 	}
-	return n > 0, nil
+	return n, nil
 }
 
 // PopSumsDirty removes and returns up to n workspaces of the set of those
