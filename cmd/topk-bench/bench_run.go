@@ -28,7 +28,7 @@ func benchRunFlags(workers string) []cli.Flag {
 		&cli.IntFlag{Name: "workers", Value: bench.DefaultPipelineWorkers, Usage: workers + " (one consumer group) in this process"},
 		&cli.IntFlag{Name: "partitions", Value: bench.DefaultPipelinePartitions, Usage: "partitions of the benchmark's topic"},
 		&cli.IntFlag{Name: "batch-events", Value: ingest.DefaultBatchEvents, Usage: "ingest: flush a batch once it holds this many records"},
-		&cli.DurationFlag{Name: "batch-age", Value: ingest.DefaultBatchAge, Usage: "ingest: flush a batch this long after its first record"},
+		&cli.DurationFlag{Name: "batch-age", Value: ingest.DefaultBatchAge, Usage: "ingest: flush a batch this long after its oldest record reached the broker"},
 	}
 }
 

@@ -20,10 +20,12 @@ func scheduleCommand(env *Env) *cli.Command {
 	return withConfig(&cli.Command{
 		Name:  "schedule",
 		Usage: "keep every active workspace's cached top K fresh",
-		Description: "Every --interval, recomputes the top --k channels of every workspace whose hour changed\n" +
-			"and replaces its cached result atomically; rolls minutes whose --lateness has passed up into\n" +
-			"hour, day and all-time buckets; and refreshes the 24h, 7d, 30d and all-time rankings at their\n" +
-			"--cadence. It also rolls up the user activity counters' closed hours. Running two is safe.",
+		Description: "Recomputes the top --k channels of every workspace whose hour changed and replaces its\n" +
+			"cached result atomically: as soon as a worker's write marks it (polled every 50ms), and when\n" +
+			"its minutes leave the window (every --interval). Every --interval it also rolls minutes whose\n" +
+			"--lateness has passed up into hour, day and all-time buckets, and it refreshes the 24h, 7d,\n" +
+			"30d and all-time rankings at their --cadence. It also rolls up the user activity counters'\n" +
+			"closed hours. Running two is safe.",
 		Flags: flags,
 		Action: serviceAction(env, func(c *cli.Context, st *store.Store, log *slog.Logger) error {
 			s, err := newScheduler(c, st, log)

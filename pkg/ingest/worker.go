@@ -37,10 +37,10 @@ import (
 const (
 	// A longer batch pre-aggregates more events into each distinct
 	// (workspace, channel, minute), and Redis's cost goes with the distinct
-	// pairs: on workload A at 200K events/s offered, 1 s batches with a
-	// 500 ms scheduler tick took Redis from 11.2 and 9.8 to 6.1 and 6.5 µs
-	// per event (interleaved runs, seeds 1 and 2; issue 15), for a
-	// freshness bound of 1.5 s.
+	// pairs: on workload A at 200K events/s offered, 1 s batches took
+	// Redis from 11.2 and 9.8 to 6.1 and 6.5 µs per event against 500 ms
+	// ones (interleaved runs, seeds 1 and 2; issue 15). A ranking is then
+	// about a second plus the writes and the refresh old.
 	DefaultBatchEvents = 200_000
 	DefaultBatchAge    = time.Second
 
@@ -405,8 +405,10 @@ func (c *consumer) poll(ctx context.Context) (n int, closed bool) {
 	var oldest time.Time
 	now := w.cfg.Clock()
 	fetches.EachRecord(func(r *kgo.Record) {
-		if at := arrival(r, wall); wasEmpty && (oldest.IsZero() || at.Before(oldest)) {
-			oldest = at
+		if wasEmpty {
+			if at := arrival(r, wall); oldest.IsZero() || at.Before(oldest) {
+				oldest = at
+			}
 		}
 		b.add(r, w.cfg.Sink, now, w.cfg.DLQTopic)
 		n++

@@ -2,8 +2,6 @@ package store_test
 
 import (
 	"context"
-	"fmt"
-	"hash/fnv"
 	"os"
 	"strconv"
 	"strings"
@@ -33,7 +31,8 @@ import (
 // TOPK_BENCH_REDIS_ARGS passes arguments to the redis-server it starts
 // (e.g. "--hash-max-listpack-entries 128"), TOPK_BENCH_MAX_PAIRS sets
 // MaxPairsPerCall (a huge value: no group is chunked). TOPK_BENCH_SUMS=0
-// leaves the running sums out and writes the held buckets alone: the
+// (with a hold, TOPK_BENCH_HOLD above 0) leaves the running sums out and
+// writes the held buckets alone: the
 // Redis floor of a design whose workers keep the hour's counts themselves
 // (BENCHMARKS.md, "Next steps" 1), less its rankings' writes.
 // Run: go test -run '^$' -bench ApplyRedisCPU -benchtime 30x ./pkg/store/
@@ -55,22 +54,7 @@ func BenchmarkApplyRedisCPU(b *testing.B) {
 	ctx := context.Background()
 	m := window.Minute(time.Now())
 	offset := make([]int64, partitions)
-	flush := func() []store.Part {
-		parts := make([]store.Part, partitions)
-		for i := range parts {
-			parts[i] = store.Part{Source: store.Source{Name: fmt.Sprintf("t/%d", i), First: offset[i]}, Counts: store.Counts{}}
-		}
-		for range events {
-			ev := gen.Next(time.Now())
-			h := fnv.New32a()
-			h.Write([]byte(ev.WorkspaceID))
-			p := h.Sum32() % partitions
-			parts[p].Counts.Add(ev.WorkspaceID, m, ev.ChannelID, 1)
-			parts[p].Source.Last = offset[p]
-			offset[p]++
-		}
-		return parts
-	}
+	flush := func() []store.Part { return workloadFlush(gen, m, events, offset) }
 	// held are the parts of the flushes since the last hold was written,
 	// merged by partition; prepare returns the batches that write one
 	// flush as the workers do, in order.

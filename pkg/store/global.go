@@ -54,7 +54,7 @@ const (
 // its share shrinks as its capacity does. What changes is the length of a
 // call: a source's group merges up to two thirds of a shard's capacity at
 // once and is never split, so at 3,000 it was the longest call of the
-// write path (10 ms alone, 27 ms under load), every reader waiting for it;
+// write path (10 to 11 ms alone, 27 ms under load), every reader waiting for it;
 // at 750 it is 2.5 to 3 ms (BENCHMARKS.md, "The global view in 16 shards").
 const (
 	DefaultGlobalShards   = 16

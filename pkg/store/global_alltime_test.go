@@ -40,16 +40,19 @@ func TestGlobalAllTimeOutlivesTheHours(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	n, err := c.Do(ctx, c.B().Exists().Key(ks.GlobalShard(0).RolledMeta("a", 0), ks.GlobalShard(1).RolledMeta("a", 0),
-		ks.GlobalShard(2).RolledMeta("a", 0), ks.GlobalShard(3).RolledMeta("a", 0)).Build()).AsInt64()
+	metas := make([]string, store.DefaultGlobalShards)
+	for sh := range metas {
+		metas[sh] = ks.GlobalShard(sh).RolledMeta("a", 0)
+	}
+	n, err := c.Do(ctx, c.B().Exists().Key(metas...).Build()).AsInt64()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("all-time summary meta keys: %d of 4 shards", n)
+	t.Logf("all-time summary meta keys: %d of %d shards", n, store.DefaultGlobalShards)
 	// Emulate the hour summaries' expiry (they expire at hour end + 3 h on
 	// the simulated clock, which Redis has not reached in real time).
 	h := window.HourOf(window.Minute(start))
-	for sh := range 4 {
+	for sh := range store.DefaultGlobalShards {
 		gk := ks.GlobalShard(sh)
 		c.Do(ctx, c.B().Del().Key(gk.Rolled("h", h), gk.RolledErr("h", h), gk.RolledMeta("h", h)).Build())
 	}

@@ -2,8 +2,6 @@ package store_test
 
 import (
 	"context"
-	"fmt"
-	"hash/fnv"
 	"strings"
 	"testing"
 	"time"
@@ -43,22 +41,7 @@ func BenchmarkGlobalRedisCPU(b *testing.B) {
 	ctx := context.Background()
 	m := window.Minute(time.Now())
 	offset := make([]int64, partitions)
-	write := func() *store.Batch {
-		parts := make([]store.Part, partitions)
-		for i := range parts {
-			parts[i] = store.Part{Source: store.Source{Name: fmt.Sprintf("t/%d", i), First: offset[i]}, Counts: store.Counts{}}
-		}
-		for range events {
-			ev := gen.Next(time.Now())
-			h := fnv.New32a()
-			h.Write([]byte(ev.WorkspaceID))
-			p := h.Sum32() % partitions
-			parts[p].Counts.Add(ev.WorkspaceID, m, ev.ChannelID, 1)
-			parts[p].Source.Last = offset[p]
-			offset[p]++
-		}
-		return st.PrepareGlobalParts(parts)
-	}
+	write := func() *store.Batch { return st.PrepareGlobalParts(workloadFlush(gen, m, events, offset)) }
 	if err := c.Do(ctx, c.B().SlowlogReset().Build()).Error(); err != nil {
 		b.Fatal(err)
 	}
