@@ -221,12 +221,10 @@ func TestRunRefreshesUntilCancelled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
+	stop := testenv.Background(t, s.Run)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if res, err := st.ReadTop(ctx, "w", "1h", 0); err == nil && fmt.Sprint(res.Entries) == "[{1 c 3}]" {
+		if res, err := st.ReadTop(context.Background(), "w", "1h", 0); err == nil && fmt.Sprint(res.Entries) == "[{1 c 3}]" {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -234,10 +232,7 @@ func TestRunRefreshesUntilCancelled(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stop() // Run returns nil once cancelled
 }
 
 // TestRollupsRunBesideTheHour checks that Run's loops are independent: while
@@ -271,15 +266,7 @@ func TestRollupsRunBesideTheHour(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	testenv.Background(t, s.Run)
 	select {
 	case <-stuck:
 	case <-time.After(10 * time.Second):
@@ -315,15 +302,7 @@ func TestHourTicksWhenAWorkspaceTurnsDirty(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	testenv.Background(t, s.Run)
 	select {
 	case <-hourTicks: // Run's first tick, at once
 	case <-time.After(10 * time.Second):
@@ -336,7 +315,7 @@ func TestHourTicksWhenAWorkspaceTurnsDirty(t *testing.T) {
 	// first; half of that is ample for a poll and one refresh.
 	deadline := written.Add(window.MaxInterval / 2)
 	for {
-		if res, err := st.ReadTop(ctx, "w", "1h", 0); err == nil && fmt.Sprint(res.Entries) == "[{1 c 3}]" {
+		if res, err := st.ReadTop(context.Background(), "w", "1h", 0); err == nil && fmt.Sprint(res.Entries) == "[{1 c 3}]" {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -387,9 +366,7 @@ func TestHourTicksEarlyOnlyForNewWork(t *testing.T) {
 			if err := sadd("w"); err != nil {
 				t.Fatal(err)
 			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- s.Run(ctx) }()
+			stopRun := testenv.Background(t, s.Run)
 			stop := make(chan struct{})
 			go func() { // a writer marking new workspaces dirty every 20 ms
 				for i := 0; ; i++ {
@@ -405,10 +382,7 @@ func TestHourTicksEarlyOnlyForNewWork(t *testing.T) {
 			}()
 			time.Sleep(2*interval + interval/2)
 			close(stop)
-			cancel()
-			if err := <-done; err != nil {
-				t.Fatal(err)
-			}
+			stopRun()
 			// The first tick at once, then one an interval: 3 in 2.5 s.
 			// Ticking every 50 ms poll would make about 50.
 			if n := ticks.Load(); n > 5 {
