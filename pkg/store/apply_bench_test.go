@@ -6,11 +6,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/topk-dev/topk/pkg/internal/testenv"
 	"github.com/topk-dev/topk/pkg/keys"
-	"github.com/topk-dev/topk/pkg/loadgen"
 	"github.com/topk-dev/topk/pkg/store"
 	"github.com/topk-dev/topk/pkg/window"
 )
@@ -38,10 +36,6 @@ import (
 // Run: go test -run '^$' -bench ApplyRedisCPU -benchtime 30x ./pkg/store/
 func BenchmarkApplyRedisCPU(b *testing.B) {
 	const events, partitions = 200_000, 8
-	gen, err := loadgen.New(loadgen.DefaultConfig())
-	if err != nil {
-		b.Fatal(err)
-	}
 	r := testenv.Redis(b, strings.Fields(os.Getenv("TOPK_BENCH_REDIS_ARGS"))...)
 	c := testenv.Client(b, r.Addr())
 	maxPairs := testenv.EnvInt("TOPK_BENCH_MAX_PAIRS", 0) // 0: the default
@@ -52,9 +46,8 @@ func BenchmarkApplyRedisCPU(b *testing.B) {
 	}
 	st := store.New(c, keys.New(""), window.Hour, store.Options{MaxPairsPerCall: maxPairs})
 	ctx := context.Background()
-	m := window.Minute(time.Now())
-	offset := make([]int64, partitions)
-	flush := func() []store.Part { return workloadFlush(gen, m, events, offset) }
+	draw := workloadFlushes(b, partitions)
+	flush := func() []store.Part { return draw(events) }
 	// held are the parts of the flushes since the last hold was written,
 	// merged by partition; prepare returns the batches that write one
 	// flush as the workers do, in order.

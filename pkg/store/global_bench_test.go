@@ -10,7 +10,6 @@ import (
 
 	"github.com/topk-dev/topk/pkg/internal/testenv"
 	"github.com/topk-dev/topk/pkg/keys"
-	"github.com/topk-dev/topk/pkg/loadgen"
 	"github.com/topk-dev/topk/pkg/store"
 	"github.com/topk-dev/topk/pkg/window"
 )
@@ -28,10 +27,6 @@ import (
 // Run: go test -run '^$' -bench GlobalRedisCPU -benchtime 10x ./pkg/store/
 func BenchmarkGlobalRedisCPU(b *testing.B) {
 	const events, partitions = 1_000_000, 8
-	gen, err := loadgen.New(loadgen.DefaultConfig())
-	if err != nil {
-		b.Fatal(err)
-	}
 	r := testenv.Redis(b, "--slowlog-log-slower-than", "1000", "--slowlog-max-len", "10000")
 	c := testenv.Client(b, r.Addr())
 	st := store.New(c, keys.New(""), window.Hour, store.Options{Global: store.GlobalOptions{
@@ -39,9 +34,8 @@ func BenchmarkGlobalRedisCPU(b *testing.B) {
 		Capacity: testenv.EnvInt("TOPK_BENCH_GLOBAL_CAPACITY", 0),
 	}})
 	ctx := context.Background()
-	m := window.Minute(time.Now())
-	offset := make([]int64, partitions)
-	write := func() *store.Batch { return st.PrepareGlobalParts(workloadFlush(gen, m, events, offset)) }
+	draw := workloadFlushes(b, partitions)
+	write := func() *store.Batch { return st.PrepareGlobalParts(draw(events)) }
 	if err := c.Do(ctx, c.B().SlowlogReset().Build()).Error(); err != nil {
 		b.Fatal(err)
 	}
