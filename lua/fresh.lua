@@ -25,7 +25,7 @@
 --
 -- Exactness. A long window W at hour H is its sum S (the hours before H)
 -- plus the current hour's counts C (h:<H> and the minute buckets of H not
--- folded yet). The candidates are each current-hour bucket's top k, the
+-- folded yet, less folding while one is folded in chunks). The candidates are each current-hour bucket's top k, the
 -- hour ranking's entries, the previous (shorter) window's entries and the
 -- sum's members walked in rank order. A member outside the buckets' tops
 -- has C(x) at most the sum of their k-th counts (hour_rest: 0 when every
@@ -256,9 +256,17 @@ for i = 1, #KEYS, 3 do
       older = true
     end
   end
-  local first_hour = tonumber(redis.call('HGET', roll, 'f'))
+  local marks = redis.call('HMGET', roll, 'f', 'fm')
+  local first_hour, fm = tonumber(marks[1]), tonumber(marks[2])
+  -- A minute of this hour folded in chunks is in its bucket and partly in
+  -- h:<hour> too: that part, folding (rollup.lua), is subtracted.
+  local minus
+  if fm and math.floor(fm / 60) == hour then
+    minus = base .. 'folding'
+  end
   -- Candidates of the current hour: each head bucket's top k; a member
-  -- outside all of them has at most the sum of their rests.
+  -- outside all of them has at most the sum of their rests (subtracting
+  -- only lowers a count).
   local hour_cands, hour_rest, tops = {}, 0, {}
   for _, key in ipairs(heads) do
     local top, rest = top_of(key, k)
@@ -271,7 +279,7 @@ for i = 1, #KEYS, 3 do
   local head = {} -- member -> its count in the current hour, once read
   -- With no rest, every head was read whole: a member's count is the sum
   -- of its counts in the replies, and one in none of them has none.
-  local whole = hour_rest == 0
+  local whole = hour_rest == 0 and minus == nil
   if whole then
     for _, top in ipairs(tops) do
       for _, e in ipairs(top) do
@@ -300,6 +308,12 @@ for i = 1, #KEYS, 3 do
       local got = scores(key, todo)
       for j, m in ipairs(todo) do
         head[m] = head[m] + (got[j] or 0)
+      end
+    end
+    if minus then
+      local got = scores(minus, todo)
+      for j, m in ipairs(todo) do
+        head[m] = head[m] - (got[j] or 0)
       end
     end
   end

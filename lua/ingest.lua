@@ -112,7 +112,9 @@
 -- all-time summary, so a late count lands in every rollup already made
 -- from its minute (the hour, day and all-time keys are named from base;
 -- the all-time summary takes a new item at its floor, as rollup.lua does).
--- A minute not folded yet is recorded in fold for rollup.lua.
+-- A minute not folded yet is recorded in fold for rollup.lua. A count for
+-- the minute rollup.lua is folding in chunks (roll's fm) keeps that fold's
+-- invariant (rollup.lua, "A fold in chunks"; fold_late below).
 --
 -- Long windows' sums: windows.lua sums each long window's hours before
 -- the current one, and records in roll, as "s:<window>", the hour it
@@ -291,6 +293,33 @@ local function add_late(base, hour, closed, floor, hret, dret, member, n)
   end
 end
 
+-- fold_late adds a count to the bucket of the minute rollup.lua is
+-- folding in chunks (roll's fm and fr, in marks), keeping its invariant:
+-- the bucket's top fr members are exactly folding's, at their bucket
+-- counts, and are in the hour bucket. A member of folding gains the count
+-- in all three; one that this count lifts into the top fr joins folding
+-- and the hour bucket with its whole count, and fr grows by one; any other
+-- stays below the top fr, for a later chunk.
+local function fold_late(base, bucket, hour, hret, marks, member, n)
+  local folding = base .. 'folding'
+  local had = redis.call('ZSCORE', folding, member)
+  local count = redis.call('ZINCRBY', bucket, n, member)
+  local add
+  if had then
+    add = n
+    redis.call('ZINCRBY', folding, n, member)
+  elseif redis.call('ZREVRANK', bucket, member) < marks.fr then
+    add = count
+    redis.call('ZADD', folding, count, member)
+    marks.fr = marks.fr + 1
+  end
+  if add then
+    local h = base .. 'h:' .. hour
+    redis.call('ZINCRBY', h, add, member)
+    redis.call('EXPIREAT', h, (hour + 1) * 3600 + hret)
+  end
+end
+
 -- trim bounds cand (see above) and returns the floor.
 local function trim(cand, floor_key, floor, c)
   local n = redis.call('ZCARD', cand)
@@ -437,12 +466,18 @@ local function add_buckets(k, g, apply, marks, hret, dret)
     -- much larger than the pairs that rewriting it would cost more than
     -- a ZINCRBY each.
     local size = redis.call('ZCARD', bucket)
+    local folding = marks.fm == mi
+    local fr = marks.fr
     local pairs_in = 0
     for _, part in ipairs(apply) do
       local at = part.at[i]
       local n = tonumber(ARGV[at])
       if n > 0 then
-        if size == 0 then
+        if folding then
+          for q = at + 1, at + 2 * n - 1, 2 do
+            fold_late(g.base, bucket, hour, hret, marks, ARGV[q + 1], ARGV[q])
+          end
+        elseif size == 0 then
           zadd_range(bucket, ARGV, at + 1, at + 2 * n)
         elseif n * 4 >= size then
           zadd_range(tmp, ARGV, at + 1, at + 2 * n)
@@ -464,6 +499,9 @@ local function add_buckets(k, g, apply, marks, hret, dret)
         end
         pairs_in = pairs_in + n
       end
+    end
+    if marks.fr ~= fr then
+      redis.call('HSET', roll, 'fr', marks.fr)
     end
     -- A bucket no applied part writes to is left alone.
     if pairs_in > 0 then

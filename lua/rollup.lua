@@ -14,11 +14,13 @@
 --                  may have had
 --           f      the first hour with an hour bucket (windows.lua reads no
 --                  hour before it)
+--           fm, fr a fold in chunks under way (below): the minute, and how
+--                  many of its bucket's members are in the hour bucket
 --   fold  <prefix>:{w:<ws>}:fold  sorted set, minutes with counts not folded
 --         yet (ingest.lua adds them)
 --   The workspace's other keys are named from its base:
 --     m:<minute> (minute bucket), h:<hour>, h:<hour>:cut, d:<day>,
---     d:<day>:cut, all, all:err (see pkg/keys).
+--     d:<day>:cut, all, all:err, folding (see pkg/keys).
 -- ARGV[1]  the closed minute: fold every minute up to it (the scheduler
 --          passes the last minute whose allowed lateness has passed)
 -- ARGV[2]  m, how many members a closed hour or day bucket keeps, and the
@@ -28,6 +30,12 @@
 -- ARGV[5]  the most minutes one group folds in this call: a group with more
 --          to fold (a scheduler catching up) folds the oldest ones and
 --          stops there, so that no call blocks Redis for long
+-- ARGV[6]  budget: the most bucket members this call adds to hour buckets,
+--          over all its groups (a ZINCRBY each, or a ZUNIONSTORE weighed
+--          as 0.3 per member of its result); a minute that costs more is
+--          folded in chunks over several calls
+-- ARGV     then per group: base, "<prefix>:{w:<ws>}:", the workspace's key
+--          prefix
 -- Reply    array: the number of hours closed, then the numbers (from 1) of
 --          the groups that have more to fold; the caller calls again.
 --
@@ -37,6 +45,23 @@
 -- arrives later for a folded minute goes straight to the rollups
 -- (ingest.lua), so every level always holds every count of its span that
 -- it does not explicitly bound (the cut).
+--
+-- A fold in chunks. A minute of a million-member workspace would hold
+-- Redis for seconds in one call (a ZUNIONSTORE rebuilds the whole hour
+-- bucket), so a minute that costs more than a call's budget is folded a
+-- chunk at a time, from its bucket's highest count down: roll's fm is the
+-- minute, fr how many of its bucket's members (by rank, highest first)
+-- have been added to the hour bucket, and folding holds those members at
+-- the counts added. Invariant: the bucket's top fr members are exactly
+-- folding's, at their bucket counts, and each is in the hour bucket. A
+-- chunk adds the members ranked fr on. Counts only grow, so a member once
+-- in the top fr stays there; ingest.lua keeps the invariant when a count
+-- for minute fm arrives (a member of folding gains it in all three keys; a
+-- member that rises into the top fr joins folding and the hour bucket with
+-- its whole count, and fr grows by one). Until the last chunk, h stays
+-- before fm and fm in fold, so readers of an open hour (fresh.lua,
+-- windows.lua) add the bucket and subtract folding. The last chunk deletes
+-- folding and moves h past fm.
 --
 -- Levels and bounds:
 --   - an hour bucket is exact while its hour is open; when the hour closes
@@ -57,6 +82,8 @@ local closed_minute = tonumber(ARGV[1])
 local keep = tonumber(ARGV[2])
 local hret, dret = tonumber(ARGV[3]), tonumber(ARGV[4])
 local max_minutes = tonumber(ARGV[5])
+local full_budget = tonumber(ARGV[6])
+local budget = full_budget
 
 -- add_into adds the members of src to dst and sets dst's expiry.
 local function add_into(dst, src, expire_at)
@@ -165,16 +192,70 @@ local function close_day(base, day)
   add_cut(d, (truncate(d, keep, d_expire)), d_expire)
 end
 
+-- fold_minute folds minute into its hour bucket as far as the call's
+-- budget allows (see "A fold in chunks"; marks are roll's fields). It
+-- returns whether the minute is folded, and whether it added anything.
+local function fold_minute(base, roll, minute, marks)
+  local hour = math.floor(minute / 60)
+  local src, dst = base .. 'm:' .. minute, base .. 'h:' .. hour
+  local expire_at = (hour + 1) * 3600 + hret
+  local n = redis.call('ZCARD', src)
+  local done = 0
+  if marks.fm == minute then
+    done = marks.fr
+  else
+    -- At once if it fits a call; if it fits a call but not what is left
+    -- of this one, it waits for the next call.
+    local cost = math.min(n, math.ceil((n + redis.call('ZCARD', dst)) * 0.3))
+    if cost <= budget then
+      add_into(dst, src, expire_at)
+      budget = budget - cost
+      return true, true
+    end
+    if budget < full_budget then
+      return false, false
+    end
+  end
+  local folding = base .. 'folding'
+  if done < n and budget > 0 then
+    local take = math.min(budget, n - done)
+    local part = redis.call('ZRANGE', src, done, done + take - 1, 'REV', 'WITHSCORES')
+    local enter = {}
+    for i = 1, #part, 2 do
+      redis.call('ZINCRBY', dst, part[i + 1], part[i])
+      enter[#enter + 1] = part[i + 1]
+      enter[#enter + 1] = part[i]
+    end
+    redis.call('ZADD', folding, unpack(enter))
+    -- folding lives as long as the bucket it mirrors part of.
+    local bucket_expiry = redis.call('EXPIRETIME', src)
+    if bucket_expiry > 0 then
+      redis.call('EXPIREAT', folding, bucket_expiry)
+    end
+    redis.call('EXPIREAT', dst, expire_at)
+    done, budget = done + take, budget - take
+  end
+  if done < n then
+    redis.call('HSET', roll, 'fm', minute, 'fr', done)
+    return false, true
+  end
+  redis.call('DEL', folding)
+  redis.call('HDEL', roll, 'fm', 'fr')
+  return true, true
+end
+
 -- rollup does one workspace; it returns the number of hours closed and
 -- whether minutes up to closed_minute are left to fold.
 local function rollup(base, roll, fold)
-  local marks = redis.call('HMGET', roll, 'h', 'c', 'floor')
-  local folded, closed, floor = tonumber(marks[1]), tonumber(marks[2]), tonumber(marks[3]) or 0
+  local m = redis.call('HMGET', roll, 'h', 'c', 'floor', 'fm', 'fr')
+  local marks = { fm = tonumber(m[4]), fr = tonumber(m[5]) }
+  local folded, closed, floor = tonumber(m[1]), tonumber(m[2]), tonumber(m[3]) or 0
   if folded and folded >= closed_minute then
     return 0, false
   end
-  -- Fold at most max_minutes; then everything before the next minute to
-  -- fold is folded, and that is as far as this call goes.
+  -- Fold at most max_minutes, within the budget; then everything before
+  -- the next minute to fold is folded, and that is as far as this call
+  -- goes.
   local upto = closed_minute
   local minutes = redis.call('ZRANGE', fold, '-inf', closed_minute, 'BYSCORE', 'LIMIT', 0, max_minutes + 1)
   local more = #minutes > max_minutes
@@ -182,11 +263,16 @@ local function rollup(base, roll, fold)
     upto = tonumber(minutes[max_minutes + 1]) - 1
     minutes[max_minutes + 1] = nil
   end
-  for _, minute in ipairs(minutes) do
-    local hour = math.floor(tonumber(minute) / 60)
-    add_into(base .. 'h:' .. hour, base .. 'm:' .. minute, (hour + 1) * 3600 + hret)
+  local touched = false
+  for i, minute in ipairs(minutes) do
+    local done, added = fold_minute(base, roll, tonumber(minute), marks)
+    touched = touched or added
+    if not done then
+      upto, more = tonumber(minute) - 1, true
+      break
+    end
   end
-  if #minutes > 0 then
+  if touched then
     redis.call('ZREMRANGEBYSCORE', fold, '-inf', upto)
     local first_hour = math.floor(tonumber(minutes[1]) / 60)
     local f = tonumber(redis.call('HGET', roll, 'f'))
@@ -220,7 +306,7 @@ end
 
 local reply = { 0 }
 for i = 1, #KEYS, 2 do
-  local n, more = rollup(ARGV[5 + (i + 1) / 2], KEYS[i], KEYS[i + 1])
+  local n, more = rollup(ARGV[6 + (i + 1) / 2], KEYS[i], KEYS[i + 1])
   reply[1] = reply[1] + n
   if more then
     reply[#reply + 1] = (i + 1) / 2

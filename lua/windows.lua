@@ -28,9 +28,11 @@
 -- day inside it whose hours are all closed, an hour bucket for every other
 -- hour, and the minute buckets of those hours not folded yet (fold). Each
 -- hour bucket holds exactly the minutes folded into it, so no count is
--- added twice or missed. meta's hour is H: the sum is for that hour only.
--- roll's "s:<window>" says so too, for ingest.lua, which tells the
--- scheduler about counts that may change a sum (for another hour).
+-- added twice or missed; while a minute is folded in chunks (rollup.lua),
+-- its part already in the hour bucket (folding) is subtracted. meta's hour
+-- is H: the sum is for that hour only. roll's "s:<window>" says so too,
+-- for ingest.lua, which tells the scheduler about counts that may change a
+-- sum (for another hour).
 --
 -- Bounds: a truncated bucket may lack up to its cut of any member, so a
 -- member's true count lies between its count and its count plus the sum of
@@ -43,15 +45,30 @@
 local now_ms, minute, keep, ttl, nwin = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
 local hour = math.floor(minute / 60)
 
--- store keeps the top `keep` members of the union of buckets as window
--- name's sum, with its meta, and returns the members kept.
-local function store(base, name, buckets, first_ms, slack)
+-- store keeps the top `keep` members of the union of buckets, less
+-- minus (nil: nothing), as window name's sum, with its meta, and returns
+-- the members kept.
+local function store(base, name, buckets, minus, first_ms, slack)
   local sum, meta = base .. 'base:' .. name, base .. 'base:' .. name .. ':meta'
   local tmp = base .. 'tmp'
   redis.call('DEL', sum)
   local n, next = 0, 0
   if #buckets > 0 then
-    redis.call('ZUNIONSTORE', tmp, #buckets, unpack(buckets))
+    if minus then
+      local args = { tmp, #buckets + 1 }
+      for _, b in ipairs(buckets) do
+        args[#args + 1] = b
+      end
+      args[#args + 1] = minus
+      args[#args + 1] = 'WEIGHTS'
+      for _ = 1, #buckets do
+        args[#args + 1] = 1
+      end
+      args[#args + 1] = -1
+      redis.call('ZUNIONSTORE', unpack(args))
+    else
+      redis.call('ZUNIONSTORE', tmp, #buckets, unpack(buckets))
+    end
     -- ZRANGESTORE onto a fresh key sizes it for the members kept, not for
     -- the whole union.
     n = redis.call('ZRANGESTORE', sum, tmp, 0, keep - 1, 'REV')
@@ -90,13 +107,16 @@ end
 
 -- span sums the `hours` whole hours before the current one. Hours before
 -- first_hour (the first with a bucket; nil: none yet) hold nothing.
-local function span(base, name, hours, closed, first_hour, pending)
+local function span(base, name, hours, closed, first_hour, pending, fm)
   local first = hour - hours
-  local buckets, rolled = {}, {}
+  local buckets, rolled, minus = {}, {}, nil
   for _, p in ipairs(pending) do
     local h = math.floor(p.minute / 60)
     if h >= first and h < hour then
       buckets[#buckets + 1] = p.key
+      if p.minute == fm then
+        minus = base .. 'folding'
+      end
     end
   end
   local h = first
@@ -118,19 +138,22 @@ local function span(base, name, hours, closed, first_hour, pending)
   for _, b in ipairs(rolled) do
     buckets[#buckets + 1] = b
   end
-  return store(base, name, buckets, first * 3600000, slack)
+  return store(base, name, buckets, minus, first * 3600000, slack)
 end
 
 -- all_time sums the all-time window before the current hour: the
 -- summary, the hours not closed yet, and their minutes not folded yet. A
 -- member the summary holds may have its error fewer events than its
 -- count; one it lacks up to the floor more.
-local function all_time(base, closed, floor, first_hour, pending)
+local function all_time(base, closed, floor, first_hour, pending, fm)
   local all, all_err = base .. 'all', base .. 'all:err'
-  local buckets = { all }
+  local buckets, minus = { all }, nil
   for _, p in ipairs(pending) do
     if p.minute < hour * 60 then
       buckets[#buckets + 1] = p.key
+      if p.minute == fm then
+        minus = base .. 'folding'
+      end
     end
   end
   if closed and first_hour then
@@ -138,7 +161,7 @@ local function all_time(base, closed, floor, first_hour, pending)
       buckets[#buckets + 1] = base .. 'h:' .. h
     end
   end
-  local n = store(base, 'all', buckets, 0, floor)
+  local n = store(base, 'all', buckets, minus, 0, floor)
   local errs = base .. 'base:all:err'
   redis.call('DEL', errs)
   local members = redis.call('ZRANGE', base .. 'base:all', 0, -1)
@@ -169,8 +192,8 @@ local replies = {}
 for i = 1, #KEYS, 2 do
   local roll, fold = KEYS[i], KEYS[i + 1]
   local base = ARGV[6 + 2 * nwin + (i - 1) / 2]
-  local marks = redis.call('HMGET', roll, 'c', 'floor', 'f')
-  local closed, floor, first_hour = tonumber(marks[1]), tonumber(marks[2]) or 0, tonumber(marks[3])
+  local marks = redis.call('HMGET', roll, 'c', 'floor', 'f', 'fm')
+  local closed, floor, first_hour, fm = tonumber(marks[1]), tonumber(marks[2]) or 0, tonumber(marks[3]), tonumber(marks[4])
   local pending = {}
   for _, m in ipairs(redis.call('ZRANGE', fold, 0, -1)) do
     pending[#pending + 1] = { minute = tonumber(m), key = base .. 'm:' .. m }
@@ -179,9 +202,9 @@ for i = 1, #KEYS, 2 do
   for j = 6, 5 + 2 * nwin, 2 do
     local name, hours = ARGV[j], tonumber(ARGV[j + 1])
     if hours == 0 then
-      counts[#counts + 1] = all_time(base, closed, floor, first_hour, pending)
+      counts[#counts + 1] = all_time(base, closed, floor, first_hour, pending, fm)
     else
-      counts[#counts + 1] = span(base, name, hours, closed, first_hour, pending)
+      counts[#counts + 1] = span(base, name, hours, closed, first_hour, pending, fm)
     end
     summed[#summed + 1], summed[#summed + 2] = 's:' .. name, hour
   end

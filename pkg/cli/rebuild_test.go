@@ -122,7 +122,7 @@ func atoi(s string) int64 {
 
 // rollupKey matches the workspaces' rollup structure and the global view's
 // rolled-up summaries.
-var rollupKey = regexp.MustCompile(`:(h|d)e?m?:\d+(:cut)?$|:(a|ae|am):0$|:all(:err)?$|:roll$|:fold$`)
+var rollupKey = regexp.MustCompile(`:(h|d)e?m?:\d+(:cut)?$|:(a|ae|am):0$|:all(:err)?$|:roll$|:fold$|:folding$`)
 
 // TestRebuildRestoresEverything: after a stream spread over the last 50
 // minutes is counted and ranked, two runs of `topk rebuild` on the Redis

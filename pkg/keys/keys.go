@@ -188,8 +188,15 @@ func (w Workspace) AllErr() string { return w.base + "all:err" }
 // Roll holds the rollup watermarks of the workspace (hash, see rollup.lua):
 // h, the last minute folded into its hour bucket; c, the last hour closed
 // into its day bucket and the all-time summary; floor, the all-time
-// summary's floor; f, the first hour with an hour bucket.
+// summary's floor; f, the first hour with an hour bucket; fm and fr, while
+// a minute is folded in chunks, that minute and how many of its bucket's
+// members (highest first) are in its hour bucket.
 func (w Workspace) Roll() string { return w.base + "roll" }
+
+// Folding holds, while a minute is folded into its hour bucket in chunks
+// (roll's fm), the members of its bucket already added to the hour, at the
+// counts added (sorted set, see rollup.lua).
+func (w Workspace) Folding() string { return w.base + "folding" }
 
 // Fold is the set of minutes with counts not yet folded into their hour
 // bucket (sorted set, member = score = unix minute).
