@@ -104,27 +104,30 @@ local function add_into(dst, src, expire_at)
 end
 
 -- truncate keeps the limit largest members of key, expiring at expire_at
--- (nil: never), and returns the largest count it dropped (0 if none), and
--- the members dropped.
-local function truncate(key, limit, expire_at)
+-- (nil: never), and returns the largest count it dropped (0 if none) and,
+-- if dropped_members, the members dropped. What it keeps goes to scratch
+-- key tmp, renamed over key: a new set sized for what it keeps
+-- (ZREMRANGEBYRANK would keep the hash table sized for all n members:
+-- twice the memory per closed hour of workload A, BENCHMARKS.md "Memory",
+-- and hour buckets are kept for a month), while UNLINK frees the old one,
+-- a million members for a large workspace's hour, off Redis's main thread.
+local function truncate(key, tmp, limit, expire_at, dropped_members)
   local n = redis.call('ZCARD', key)
   if n <= limit then
     return 0, {}
   end
-  local dropped = redis.call('ZRANGE', key, 0, n - limit - 1, 'WITHSCORES')
-  -- ZRANGESTORE onto itself writes a new set sized for what it keeps.
-  -- ZREMRANGEBYRANK would keep the hash table sized for all n members:
-  -- twice the memory per closed hour of workload A (BENCHMARKS.md,
-  -- "Memory"), and hour buckets are kept for a month.
-  redis.call('ZRANGESTORE', key, key, n - limit, -1)
+  local members = {}
+  if dropped_members then
+    members = redis.call('ZRANGE', key, 0, n - limit - 1)
+  end
+  local cut = tonumber(redis.call('ZRANGE', key, n - limit - 1, n - limit - 1, 'WITHSCORES')[2])
+  redis.call('ZRANGESTORE', tmp, key, n - limit, -1)
+  redis.call('UNLINK', key)
+  redis.call('RENAME', tmp, key)
   if expire_at then
     redis.call('EXPIREAT', key, expire_at)
   end
-  local members = {}
-  for i = 1, #dropped, 2 do
-    members[#members + 1] = dropped[i]
-  end
-  return tonumber(dropped[#dropped]), members
+  return cut, members
 end
 
 -- add_cut raises the cut of bucket by v.
@@ -135,36 +138,68 @@ local function add_cut(bucket, v, expire_at)
   end
 end
 
+-- in_chunks calls command on key with the elements of list appended, at
+-- most 2,000 at a time (Lua's unpack limit).
+local function in_chunks(command, key, list)
+  for i = 1, #list, 2000 do
+    redis.call(command, key, unpack(list, i, math.min(i + 1999, #list)))
+  end
+end
+
 -- merge_all merges the exact hour bucket into the all-time summary and
--- returns the new floor. Members new to the summary first enter at the
--- floor (which is their error), then one ZUNIONSTORE adds the hour's
--- counts to everyone, so the work per member is done in C.
+-- returns the new floor: a member the summary holds gains the hour's
+-- count, one it lacks enters at the floor plus that count, with the floor
+-- as its error; the summary keeps its keep largest, and the floor becomes
+-- the largest count dropped if that is higher.
+--
+-- Only the summary's members and the hour's top keep + 1 are weighed, not
+-- the whole hour (a million members for a large workspace). Any other
+-- member x of the hour would enter at floor + h(x) <= floor + r, r the
+-- hour's (keep+2)-th count, while the hour's top keep + 1 each reach at
+-- least floor + r (a summary count is never below the floor). So x would
+-- be dropped, and the largest count dropped, the (keep+1)-th merged count,
+-- is the same whether x is weighed or not (at least floor + r either way):
+-- the same floor, and the same members kept up to ties at the last count.
 local function merge_all(base, hour_key, floor)
   local all, errs = base .. 'all', base .. 'all:err'
-  if floor > 0 then
-    local members = redis.call('ZRANGE', hour_key, 0, -1)
-    for i = 1, #members, 1000 do
-      local part = { unpack(members, i, math.min(i + 999, #members)) }
-      local present = redis.call('ZMSCORE', all, unpack(part))
-      local enter = {}
-      for j, m in ipairs(part) do
-        if not present[j] then
-          enter[#enter + 1] = floor
-          enter[#enter + 1] = m
-        end
-      end
-      if #enter > 0 then
-        redis.call('ZADD', all, unpack(enter))
-        redis.call('ZADD', errs, unpack(enter))
+  local held = redis.call('ZRANGE', all, 0, -1, 'WITHSCORES')
+  local count, members = {}, {}
+  for i = 1, #held, 2 do
+    count[held[i]] = tonumber(held[i + 1])
+    members[#members + 1] = held[i]
+  end
+  for i = 1, #members, 1000 do
+    local part = { unpack(members, i, math.min(i + 999, #members)) }
+    local got = redis.call('ZMSCORE', hour_key, unpack(part))
+    for j, m in ipairs(part) do
+      if got[j] then
+        count[m] = count[m] + tonumber(got[j])
       end
     end
   end
-  redis.call('ZUNIONSTORE', all, 2, all, hour_key)
-  local dropped_max, dropped = truncate(all, keep, nil)
-  if #dropped > 0 then
-    for i = 1, #dropped, 1000 do
-      redis.call('ZREM', errs, unpack(dropped, i, math.min(i + 999, #dropped)))
+  local enter = {}
+  local top = redis.call('ZRANGE', hour_key, 0, keep, 'REV', 'WITHSCORES')
+  for i = 1, #top, 2 do
+    local m = top[i]
+    if count[m] == nil then
+      count[m] = floor + tonumber(top[i + 1])
+      members[#members + 1] = m
+      if floor > 0 then
+        enter[#enter + 1] = floor
+        enter[#enter + 1] = m
+      end
     end
+  end
+  local zadd = {}
+  for _, m in ipairs(members) do
+    zadd[#zadd + 1] = count[m]
+    zadd[#zadd + 1] = m
+  end
+  in_chunks('ZADD', all, zadd)
+  in_chunks('ZADD', errs, enter)
+  local dropped_max, dropped = truncate(all, base .. 'tmp', keep, nil, true)
+  for i = 1, #dropped, 1000 do
+    redis.call('ZREM', errs, unpack(dropped, i, math.min(i + 999, #dropped)))
   end
   return math.max(floor, dropped_max)
 end
@@ -174,7 +209,7 @@ local function close_hour(base, hour, floor)
   local h = base .. 'h:' .. hour
   local h_expire = (hour + 1) * 3600 + hret
   floor = merge_all(base, h, floor)
-  local cut = truncate(h, keep, h_expire)
+  local cut = truncate(h, base .. 'tmp', keep, h_expire)
   add_cut(h, cut, h_expire)
   local day = math.floor(hour / 24)
   local d = base .. 'd:' .. day
@@ -189,7 +224,7 @@ end
 local function close_day(base, day)
   local d = base .. 'd:' .. day
   local d_expire = (day + 1) * 86400 + dret
-  add_cut(d, (truncate(d, keep, d_expire)), d_expire)
+  add_cut(d, (truncate(d, base .. 'tmp', keep, d_expire)), d_expire)
 end
 
 -- fold_minute folds minute into its hour bucket as far as the call's
@@ -239,7 +274,8 @@ local function fold_minute(base, roll, minute, marks)
     redis.call('HSET', roll, 'fm', minute, 'fr', done)
     return false, true
   end
-  redis.call('DEL', folding)
+  -- UNLINK: a million-member workspace's folding is freed off the main thread.
+  redis.call('UNLINK', folding)
   redis.call('HDEL', roll, 'fm', 'fr')
   return true, true
 end

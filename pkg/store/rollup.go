@@ -127,12 +127,13 @@ func (s *Store) rollupCall(ctx context.Context, part, args []string) (int, []str
 // bucket members to hour buckets in all: a few ms. A minute with more (a
 // million-member workspace's, 4 s as one ZUNIONSTORE into its hour) is
 // folded in chunks over several calls (rollup.lua, "A fold in chunks").
-// Closing an hour is not split: the busiest of workload A's closes a
-// 10,000-member hour.
+// Closing an hour is one call, of milliseconds whatever the hour's size:
+// it merges only the hour's top Keep + 1 into the all-time summary
+// (rollup.lua, merge_all).
 const (
 	rollupMinutesPerCall = 5
 	rollupGroupsPerCall  = 4
-	rollupFoldBudget     = 1000
+	rollupFoldBudget     = 500
 )
 
 // RefreshLong recomputes the workspaces' sums (RefreshSums) and then their
