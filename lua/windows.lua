@@ -18,9 +18,23 @@
 -- ARGV[4]  ttl of the sums of finite windows, seconds; the all-time sums do
 --          not expire (an idle workspace's all-time sum does not change)
 -- ARGV[5]  w, the number of windows
--- ARGV     then per window: name, hours (0: all time); then per group:
---          base, "<prefix>:{w:<ws>}:", the workspace's key prefix
--- Reply    array, per group: the members kept per window.
+-- ARGV     then per window: name, hours (0: all time); then the open
+--          limit (below); then per group: base, "<prefix>:{w:<ws>}:", the
+--          workspace's key prefix
+-- Reply    array, per group: the members kept per window, or -1 for each
+--          when the group waits for its open hours to close (below).
+--
+-- Short calls. Before H all hours are closed but those the rollup has not
+-- closed yet: at a new hour, the hour that just ended, whose bucket is
+-- exact and whose last minutes are not even folded. For a large workspace
+-- that is a million-member union per window, seconds of Redis in one call.
+-- So a workspace whose buckets not closed yet (hour buckets after roll's
+-- c, minute buckets before H not folded) hold more members than the open
+-- limit waits: nothing is written, its sums stay for the hour before (so
+-- fresh.lua keeps its rankings as they were) and the caller asks again
+-- until the rollup closed those hours, about a minute into the hour. Its
+-- sums then read the closed hour cut to keep members, with the cut in the
+-- slack, a little less exact than the full hour but never wrong.
 --
 -- A window of N hours at hour H covers H and the N whole hours before it.
 -- Its sum here is of the hours before H only: the fewest buckets that
@@ -188,10 +202,34 @@ local function all_time(base, closed, floor, first_hour, pending, fm)
   return n
 end
 
+local open_limit = tonumber(ARGV[6 + 2 * nwin])
+
+-- open_members counts the members of a workspace's buckets before the
+-- current hour that are not closed yet: hour buckets after closed (from
+-- its first, with none closed yet) and the pending minute buckets.
+local function open_members(base, closed, first_hour, pending)
+  local n = 0
+  for _, p in ipairs(pending) do
+    if p.minute < hour * 60 then
+      n = n + redis.call('ZCARD', p.key)
+    end
+  end
+  local from = first_hour
+  if closed then
+    from = closed + 1
+  end
+  if from then
+    for h = from, hour - 1 do
+      n = n + redis.call('ZCARD', base .. 'h:' .. h)
+    end
+  end
+  return n
+end
+
 local replies = {}
 for i = 1, #KEYS, 2 do
   local roll, fold = KEYS[i], KEYS[i + 1]
-  local base = ARGV[6 + 2 * nwin + (i - 1) / 2]
+  local base = ARGV[7 + 2 * nwin + (i - 1) / 2]
   local marks = redis.call('HMGET', roll, 'c', 'floor', 'f', 'fm')
   local closed, floor, first_hour, fm = tonumber(marks[1]), tonumber(marks[2]) or 0, tonumber(marks[3]), tonumber(marks[4])
   local pending = {}
@@ -199,16 +237,22 @@ for i = 1, #KEYS, 2 do
     pending[#pending + 1] = { minute = tonumber(m), key = base .. 'm:' .. m }
   end
   local counts, summed = {}, {}
-  for j = 6, 5 + 2 * nwin, 2 do
-    local name, hours = ARGV[j], tonumber(ARGV[j + 1])
-    if hours == 0 then
-      counts[#counts + 1] = all_time(base, closed, floor, first_hour, pending, fm)
-    else
-      counts[#counts + 1] = span(base, name, hours, closed, first_hour, pending, fm)
+  if open_members(base, closed, first_hour, pending) > open_limit then
+    for _ = 1, nwin do
+      counts[#counts + 1] = -1
     end
-    summed[#summed + 1], summed[#summed + 2] = 's:' .. name, hour
+  else
+    for j = 6, 5 + 2 * nwin, 2 do
+      local name, hours = ARGV[j], tonumber(ARGV[j + 1])
+      if hours == 0 then
+        counts[#counts + 1] = all_time(base, closed, floor, first_hour, pending, fm)
+      else
+        counts[#counts + 1] = span(base, name, hours, closed, first_hour, pending, fm)
+      end
+      summed[#summed + 1], summed[#summed + 2] = 's:' .. name, hour
+    end
+    redis.call('HSET', roll, unpack(summed))
   end
-  redis.call('HSET', roll, unpack(summed))
   replies[#replies + 1] = counts
 end
 return replies

@@ -144,3 +144,71 @@ func TestLongWindowSumsFollowTheirHours(t *testing.T) {
 	check("late", late, map[string]string{"all": "12"})
 	check("steady", steady, nil)
 }
+
+// TestLongWindowsWaitForALargeHourToClose: at a new hour, a workspace
+// whose hour that just ended holds more members than a sum may read open
+// (store.RefreshSums) keeps its long windows' sums for the hour before,
+// while a small workspace is summed for the new hour; at the first tick
+// after the rollup closed that hour, before the window's cadence comes
+// round again, the large one is summed too, from the closed hour.
+func TestLongWindowsWaitForALargeHourToClose(t *testing.T) {
+	c := testenv.Client(t, testenv.Redis(t).Addr())
+	ctx := context.Background()
+	st := store.New(c, keys.New(""), window.Window{Minutes: 60, Grace: time.Hour}, store.Options{Global: store.GlobalOptions{Shards: 4}})
+	hour := time.Now().UTC().Truncate(time.Hour).Add(72 * time.Hour) // in the future: nothing expires
+	now := hour.Add(10 * time.Minute)
+	s, err := scheduler.New(scheduler.Params{Store: st, K: 10, Clock: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := store.Counts{}
+	for i := range 6000 { // above the open limit, 5,000
+		counts.Add("big", window.Minute(now), fmt.Sprintf("c%04d", i), 1)
+	}
+	counts.Add("big", window.Minute(now), "x", 100)
+	counts.Add("small", window.Minute(now), "x", 5)
+	if err := st.Apply(ctx, st.Prepare(counts)); err != nil {
+		t.Fatal(err)
+	}
+	tick := func(at time.Time) {
+		t.Helper()
+		now = at
+		if _, err := s.Tick(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// sumHour is the hour ws's 24h sum is for (windows.lua's meta).
+	sumHour := func(ws string) int64 {
+		t.Helper()
+		base := keys.New("").Workspace(ws).Base()
+		h, err := c.Do(ctx, c.B().Hget().Key(base+"base:24h:meta").Field("hour").Build()).AsInt64()
+		if err != nil {
+			t.Fatalf("%s's 24h sum: %v", ws, err)
+		}
+		return h
+	}
+	first := window.HourOf(window.Minute(hour))
+	tick(hour.Add(10*time.Minute + 5*time.Second))
+	if b, s := sumHour("big"), sumHour("small"); b != first || s != first {
+		t.Fatalf("first pass: sums for hours %d and %d, want %d", b, s, first)
+	}
+	tick(hour.Add(time.Hour + 10*time.Second)) // the hour's last minute is not folded yet
+	if b, s := sumHour("big"), sumHour("small"); b != first || s != first+1 {
+		t.Fatalf("new hour, before the close: big's sum for hour %+d, small's %+d; want +0 and +1", b-first, s-first)
+	}
+	tick(hour.Add(time.Hour + 40*time.Second)) // still not closed: big still waits
+	if b := sumHour("big"); b != first {
+		t.Fatalf("before the close: big's sum for hour %+d, want +0", b-first)
+	}
+	tick(hour.Add(time.Hour + 55*time.Second)) // the rollup closes the hour; 45 s after the last pass
+	if b := sumHour("big"); b != first+1 {
+		t.Fatalf("after the close: big's sum for hour %+d, want +1", b-first)
+	}
+	res, err := st.ReadTop(ctx, "big", "24h", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Entries) == 0 || res.Entries[0].ID != "x" || res.Entries[0].Count != 100 {
+		t.Fatalf("big's 24h ranking %v, want x first with 100", res.Entries)
+	}
+}

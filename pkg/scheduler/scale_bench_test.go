@@ -84,7 +84,11 @@ func BenchmarkTickManyWorkspaces(b *testing.B) {
 						b.StartTimer()
 						_, err = st.Rollup(ctx, ids, m0)
 					case "long":
-						err = st.RefreshLong(ctx, ids, now, 100, window.Longs)
+						var waiting []string
+						waiting, err = st.RefreshLong(ctx, ids, now, 100, window.Longs)
+						if err == nil && len(waiting) > 0 {
+							err = fmt.Errorf("the sums of %d workspaces wait for their open hours to close", len(waiting))
+						}
 					}
 					if err != nil {
 						b.Fatal(err)

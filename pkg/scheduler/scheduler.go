@@ -172,6 +172,9 @@ type longState struct {
 	// changed holds the workspaces whose counts may have changed the
 	// window's sum since its last pass (addSumsDirty).
 	changed map[string]struct{}
+	// waiting holds the workspaces whose sums wait for their open hours
+	// to close (store.RefreshSums): asked again at every tick.
+	waiting map[string]struct{}
 }
 
 // dirtyBatch is how many dirty workspaces one SPOP takes.
@@ -235,7 +238,7 @@ func New(p Params) (*Scheduler, error) {
 			return nil, fmt.Errorf("scheduler: negative cadence %s for window %s", c, w.Name)
 		}
 		if c > 0 {
-			s.long = append(s.long, &longState{win: w, cadence: c, changed: map[string]struct{}{}})
+			s.long = append(s.long, &longState{win: w, cadence: c, changed: map[string]struct{}{}, waiting: map[string]struct{}{}})
 			s.passes[w.Name] = &atomic.Int64{}
 		}
 	}
@@ -651,8 +654,9 @@ func (s *Scheduler) TickLong(ctx context.Context) (int, error) {
 		wins[i] = l.win
 	}
 	var summed []*longState
+	retried := false
 	for _, l := range s.long {
-		ids, due, err := s.dueSums(ctx, l, now)
+		ids, due, retry, err := s.dueSums(ctx, l, now)
 		if err != nil {
 			s.keepFresh(fresh)
 			return 0, err
@@ -660,17 +664,23 @@ func (s *Scheduler) TickLong(ctx context.Context) (int, error) {
 		if !due {
 			continue
 		}
-		if err := s.p.Store.RefreshSums(ctx, ids, now, []window.Long{l.win}); err != nil {
+		waiting, err := s.p.Store.RefreshSums(ctx, ids, now, []window.Long{l.win})
+		if err != nil {
 			s.keepChanged(l, ids)
 			s.keepFresh(fresh)
 			return 0, fmt.Errorf("scheduler.tick_long %s: %w", l.win.Name, err)
 		}
+		s.keepWaiting(l, waiting)
 		for _, id := range ids {
 			fresh[id] = struct{}{}
 		}
-		summed = append(summed, l)
+		if retry {
+			retried = true
+		} else {
+			summed = append(summed, l)
+		}
 	}
-	if len(summed) == 0 && !s.lastFresh.IsZero() && now.Sub(s.lastFresh) < s.p.FreshEvery {
+	if len(summed) == 0 && !retried && !s.lastFresh.IsZero() && now.Sub(s.lastFresh) < s.p.FreshEvery {
 		return 0, nil
 	}
 	s.mu.Lock()
@@ -717,17 +727,23 @@ func (s *Scheduler) addSumsDirty(ctx context.Context) error {
 
 // dueSums reports whether window l's sums are due at now and, if so, takes
 // the workspaces whose sums to recompute: those whose counts may have
-// changed them since the last pass and, at a new hour, every workspace
-// active in the window.
-func (s *Scheduler) dueSums(ctx context.Context, l *longState, now time.Time) ([]string, bool, error) {
+// changed them since the last pass, those waiting for their open hours to
+// close and, at a new hour, every workspace active in the window. Between
+// the window's passes only the waiting ones are due (retry).
+func (s *Scheduler) dueSums(ctx context.Context, l *longState, now time.Time) (ids []string, due, retry bool, err error) {
 	hour := window.HourOf(window.Minute(now))
 	newHour := l.last.IsZero() || window.HourOf(window.Minute(l.last)) != hour
-	if !newHour && now.Sub(l.last) < l.cadence {
-		return nil, false, nil
-	}
 	s.mu.Lock()
+	if !newHour && now.Sub(l.last) < l.cadence {
+		todo := l.waiting
+		l.waiting = map[string]struct{}{}
+		s.mu.Unlock()
+		return slices.Collect(maps.Keys(todo)), len(todo) > 0, true, nil
+	}
 	todo := l.changed
 	l.changed = map[string]struct{}{}
+	maps.Copy(todo, l.waiting)
+	l.waiting = map[string]struct{}{}
 	s.mu.Unlock()
 	// A new hour moves both edges of a finite window: every workspace
 	// active in it since the last pass changes, including those whose last
@@ -747,13 +763,22 @@ func (s *Scheduler) dueSums(ctx context.Context, l *longState, now time.Time) ([
 		active, err := s.p.Store.ActiveSince(ctx, since)
 		if err != nil {
 			s.keepChanged(l, slices.Collect(maps.Keys(todo)))
-			return nil, false, fmt.Errorf("scheduler.tick_long %s: %w", l.win.Name, err)
+			return nil, false, false, fmt.Errorf("scheduler.tick_long %s: %w", l.win.Name, err)
 		}
 		for _, a := range active {
 			todo[a.ID] = struct{}{}
 		}
 	}
-	return slices.Collect(maps.Keys(todo)), true, nil
+	return slices.Collect(maps.Keys(todo)), true, false, nil
+}
+
+// keepWaiting puts ids into window l's waiting set (dueSums).
+func (s *Scheduler) keepWaiting(l *longState, ids []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range ids {
+		l.waiting[id] = struct{}{}
+	}
 }
 
 // keepChanged puts ids back into window l's changed set, for the next pass.

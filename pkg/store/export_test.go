@@ -28,3 +28,10 @@ func (s *Store) RollupOnce(ctx context.Context, ws string, closed int64) (bool, 
 	_, more, err := s.rollupCall(ctx, []string{ws}, s.rollupArgs(closed))
 	return len(more) > 0, err
 }
+
+// WithOpenLimit is o letting a workspace's long-window sums read at most n
+// members of buckets not closed yet (RefreshSums).
+func WithOpenLimit(o RollupOptions, n int) RollupOptions {
+	o.openLimit = n
+	return o
+}

@@ -68,8 +68,8 @@ func BenchmarkFreshRedisCPU(b *testing.B) {
 	if _, err := st.Rollup(ctx, slices.Collect(maps.Keys(seen)), m-1); err != nil {
 		b.Fatal(err)
 	}
-	if err := st.RefreshSums(ctx, slices.Collect(maps.Keys(seen)), now, window.Longs); err != nil {
-		b.Fatal(err)
+	if waiting, err := st.RefreshSums(ctx, slices.Collect(maps.Keys(seen)), now, window.Longs); err != nil || len(waiting) > 0 {
+		b.Fatal(waiting, err)
 	}
 	testenv.FillMinute(b, st, gen, now, m, flushes, seen)
 	ids := slices.Collect(maps.Keys(seen))

@@ -40,9 +40,9 @@ type RollupOptions struct {
 	HourRetention time.Duration
 	DayRetention  time.Duration
 
-	// foldBudget is rollupFoldBudget but in tests, which fold in tiny
-	// chunks to exercise them.
-	foldBudget int
+	// foldBudget and openLimit are rollupFoldBudget and sumsOpenLimit but
+	// in tests, which make them small to exercise them.
+	foldBudget, openLimit int
 }
 
 func (o RollupOptions) withDefaults() RollupOptions {
@@ -57,6 +57,9 @@ func (o RollupOptions) withDefaults() RollupOptions {
 	}
 	if o.foldBudget <= 0 {
 		o.foldBudget = rollupFoldBudget
+	}
+	if o.openLimit <= 0 {
+		o.openLimit = sumsOpenLimit
 	}
 	return o
 }
@@ -137,32 +140,68 @@ const (
 )
 
 // RefreshLong recomputes the workspaces' sums (RefreshSums) and then their
-// cached top k (RefreshFresh) over the given long windows at now.
-func (s *Store) RefreshLong(ctx context.Context, workspaces []string, now time.Time, k int, wins []window.Long) error {
-	if err := s.RefreshSums(ctx, workspaces, now, wins); err != nil {
-		return err
+// cached top k (RefreshFresh) over the given long windows at now. It
+// returns the workspaces whose sums wait for their open hours to close
+// (RefreshSums); their rankings are left as they were.
+func (s *Store) RefreshLong(ctx context.Context, workspaces []string, now time.Time, k int, wins []window.Long) ([]string, error) {
+	waiting, err := s.RefreshSums(ctx, workspaces, now, wins)
+	if err != nil {
+		return nil, err
 	}
-	return s.RefreshFresh(ctx, workspaces, now, k, wins)
+	return waiting, s.RefreshFresh(ctx, workspaces, now, k, wins)
 }
 
 // RefreshSums recomputes the workspaces' sums of the hours before the
 // current one over the given long windows at now (windows.lua: the long
-// unions, run at each window's cadence).
-func (s *Store) RefreshSums(ctx context.Context, workspaces []string, now time.Time, wins []window.Long) error {
+// unions, run at each window's cadence). It returns the workspaces that
+// wait: those whose buckets not closed yet hold more than
+// sumsOpenLimit members (at a new hour, a large workspace's hour that
+// just ended), whose union would hold Redis for long. Their sums stay for
+// the hour before until the rollup has closed those hours (about a minute
+// into the hour); the caller asks again.
+func (s *Store) RefreshSums(ctx context.Context, workspaces []string, now time.Time, wins []window.Long) ([]string, error) {
 	if len(wins) == 0 {
-		return nil
+		return nil, nil
 	}
-	args := windowArgs(wins, strconv.FormatInt(now.UnixMilli(), 10), strconv.FormatInt(window.Minute(now), 10),
-		strconv.Itoa(s.opts.Rollup.Keep), seconds(LongTTL))
+	args := append(windowArgs(wins, strconv.FormatInt(now.UnixMilli(), 10), strconv.FormatInt(window.Minute(now), 10),
+		strconv.Itoa(s.opts.Rollup.Keep), seconds(LongTTL)), strconv.Itoa(s.opts.Rollup.openLimit))
+	var (
+		mu      sync.Mutex
+		waiting []string
+	)
 	err := s.perWorkspaceCalls(workspaces, windowsGroupsPerCall, s.longPassCalls(), func(part []string) error {
 		ks, callArgs := s.groups(part, args, func(wk keys.Workspace) []string { return []string{wk.Roll(), wk.Fold()} })
-		return lua.Windows.Exec(ctx, s.c, ks, callArgs).Error()
+		groups, err := lua.Windows.Exec(ctx, s.c, ks, callArgs).ToArray()
+		if err != nil {
+			return err
+		}
+		if len(groups) != len(part) {
+			return fmt.Errorf("%w: windows.lua replied %d groups for %d", ErrBadReply, len(groups), len(part))
+		}
+		for i, g := range groups {
+			kept, err := g.AsIntSlice()
+			if err != nil || len(kept) != len(wins) {
+				return fmt.Errorf("%w: windows.lua replied %v for a group (%v)", ErrBadReply, g, err)
+			}
+			if kept[0] < 0 {
+				mu.Lock()
+				waiting = append(waiting, part[i])
+				mu.Unlock()
+			}
+		}
+		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("store.refresh_sums: %w", err)
+		return waiting, fmt.Errorf("store.refresh_sums: %w", err)
 	}
-	return nil
+	return waiting, nil
 }
+
+// sumsOpenLimit is how many members of buckets not closed yet a
+// workspace's long-window sums may read at once (windows.lua, "Short
+// calls"): a union of that size takes a few ms. Workload A's busiest
+// workspace has about 10,000 channels an hour, workload B's one 1,000,000.
+const sumsOpenLimit = 5000
 
 // freshCandidates bounds fresh.lua's walk over each closed-hours sum, in
 // multiples of k: it weighs the members within reach of the top k once the

@@ -106,8 +106,12 @@ func rollup(t *testing.T, st *store.Store, workspaces []string, closed int64) in
 
 func refreshLong(t *testing.T, st *store.Store, workspaces []string, now time.Time, k int) {
 	t.Helper()
-	if err := st.RefreshLong(context.Background(), workspaces, now, k, window.Longs); err != nil {
+	waiting, err := st.RefreshLong(context.Background(), workspaces, now, k, window.Longs)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if len(waiting) > 0 {
+		t.Fatalf("the sums of %v wait for their open hours to close", waiting)
 	}
 }
 

@@ -51,8 +51,8 @@ func TestSumsDirtyNamesCountsASumLacks(t *testing.T) {
 	}
 	apply("w", m)
 	popped("no sum yet", "w")
-	if err := st.RefreshSums(ctx, []string{"w"}, hour.Add(31*time.Minute), window.Longs); err != nil {
-		t.Fatal(err)
+	if waiting, err := st.RefreshSums(ctx, []string{"w"}, hour.Add(31*time.Minute), window.Longs); err != nil || len(waiting) > 0 {
+		t.Fatal(waiting, err)
 	}
 	apply("w", m)
 	apply("w", m+1)
