@@ -148,9 +148,11 @@ func TestLongWindowSumsFollowTheirHours(t *testing.T) {
 // TestLongWindowsWaitForALargeHourToClose: at a new hour, a workspace
 // whose hour that just ended holds more members than a sum may read open
 // (store.RefreshSums) keeps its long windows' sums for the hour before,
-// while a small workspace is summed for the new hour; at the first tick
+// while a small workspace is summed for the new hour, and the window's
+// beat (every ranking current as of it) does not move; at the first tick
 // after the rollup closed that hour, before the window's cadence comes
-// round again, the large one is summed too, from the closed hour.
+// round again, the large one is summed too, from the closed hour, and the
+// beat moves.
 func TestLongWindowsWaitForALargeHourToClose(t *testing.T) {
 	c := testenv.Client(t, testenv.Redis(t).Addr())
 	ctx := context.Background()
@@ -187,6 +189,15 @@ func TestLongWindowsWaitForALargeHourToClose(t *testing.T) {
 		}
 		return h
 	}
+	// beat is the 24h window's beat, unix ms.
+	beat := func() int64 {
+		t.Helper()
+		ms, err := c.Do(ctx, c.B().Get().Key(keys.New("").Beat("24h")).Build()).AsInt64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ms
+	}
 	first := window.HourOf(window.Minute(hour))
 	tick(hour.Add(10*time.Minute + 5*time.Second))
 	if b, s := sumHour("big"), sumHour("small"); b != first || s != first {
@@ -196,13 +207,17 @@ func TestLongWindowsWaitForALargeHourToClose(t *testing.T) {
 	if b, s := sumHour("big"), sumHour("small"); b != first || s != first+1 {
 		t.Fatalf("new hour, before the close: big's sum for hour %+d, small's %+d; want +0 and +1", b-first, s-first)
 	}
+	held := beat()
+	if held != hour.Add(10*time.Minute+5*time.Second).UnixMilli() {
+		t.Fatalf("the 24h beat moved to %d while big's sums wait", held)
+	}
 	tick(hour.Add(time.Hour + 40*time.Second)) // still not closed: big still waits
-	if b := sumHour("big"); b != first {
-		t.Fatalf("before the close: big's sum for hour %+d, want +0", b-first)
+	if b := sumHour("big"); b != first || beat() != held {
+		t.Fatalf("before the close: big's sum for hour %+d, beat %d; want +0, %d", b-first, beat(), held)
 	}
 	tick(hour.Add(time.Hour + 55*time.Second)) // the rollup closes the hour; 45 s after the last pass
-	if b := sumHour("big"); b != first+1 {
-		t.Fatalf("after the close: big's sum for hour %+d, want +1", b-first)
+	if b := sumHour("big"); b != first+1 || beat() != now.UnixMilli() {
+		t.Fatalf("after the close: big's sum for hour %+d, beat %d; want +1, %d", b-first, beat(), now.UnixMilli())
 	}
 	res, err := st.ReadTop(ctx, "big", "24h", 0)
 	if err != nil {

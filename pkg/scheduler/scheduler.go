@@ -694,11 +694,14 @@ func (s *Scheduler) TickLong(ctx context.Context) (int, error) {
 	if err == nil {
 		err = s.longGlobal.RefreshLong(ctx, now, s.p.K, wins)
 	}
-	for _, w := range wins {
+	// A window's beat says every ranking is current as of now; not while
+	// some workspace's sums wait for their hour to close (dueSums).
+	complete := s.completeWindows()
+	for _, w := range complete {
 		if err != nil {
 			break
 		}
-		err = s.p.Store.Beat(ctx, w.Name, now)
+		err = s.p.Store.Beat(ctx, w, now)
 	}
 	if err != nil {
 		s.keepFresh(fresh)
@@ -708,10 +711,23 @@ func (s *Scheduler) TickLong(ctx context.Context) (int, error) {
 		l.last = now
 	}
 	s.lastFresh = now
-	for _, w := range wins {
-		s.passes[w.Name].Store(now.UnixNano())
+	for _, w := range complete {
+		s.passes[w].Store(now.UnixNano())
 	}
 	return len(ids), nil
+}
+
+// completeWindows names the long windows no workspace's sums wait for.
+func (s *Scheduler) completeWindows() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var names []string
+	for _, l := range s.long {
+		if len(l.waiting) == 0 {
+			names = append(names, l.win.Name)
+		}
+	}
+	return names
 }
 
 // addSumsDirty empties the sums' dirty set (store.PopSumsDirty: the
