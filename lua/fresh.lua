@@ -25,26 +25,27 @@
 --
 -- Exactness. A long window W at hour H is its sum S (the hours before H)
 -- plus the current hour's counts C (h:<H> and the minute buckets of H not
--- folded yet, less folding while one is folded in chunks). The candidates are each current-hour bucket's top k, the
--- hour ranking's entries, the previous (shorter) window's entries and the
--- sum's members walked in rank order. A member outside the buckets' tops
--- has C(x) at most the sum of their k-th counts (hour_rest: 0 when every
--- bucket was read whole); one not walked has S(x) at most the first
--- unwalked count plus slack (or next plus slack, when the sum was cut
--- without it). The walk stops once that total is below the (k+1)-th
--- lowest count of the candidates, so no member left out can be an entry
--- or the next count; or, with no slack and hour_rest 0, after k + 1
--- members, since each member not walked then counts exactly its sum count
--- and ranks below all of them; or after 5c members, where the error bound
--- grows to cover what it left. A sum's top is fixed within the hour while
--- C only grows, so in a light workspace (long runs of equal counts, the
--- current hour read whole) a pass weighs O(k) members, not the ties.
+-- folded yet, less folding while one is folded in chunks). The candidates
+-- are each current-hour bucket's top k, the hour ranking's entries, the
+-- previous (shorter) window's entries and the sum's members walked in rank
+-- order. A member outside the buckets' tops has C(x) at most the sum of
+-- their k-th counts (hour_rest: 0 when every bucket was read whole); one
+-- not walked has S(x) at most the first unwalked count plus slack (or next
+-- plus slack, when the sum was cut without it). The walk stops once that
+-- total is below the (k+1)-th lowest count of the candidates, so no member
+-- left out can be an entry or the next count; or, with no slack and the
+-- current hour read whole (hour_rest 0, nothing folded in chunks), after k
+-- + 1 members, since each member not walked then counts exactly its sum
+-- count and ranks below all of them; or after 5c members, where the error
+-- bound grows to cover what it left. A sum's top is fixed within the hour
+-- while C only grows, so in a light workspace (long runs of equal counts,
+-- the current hour read whole) a pass weighs O(k) members, not the ties.
 -- Windows nest (1h in 24h in 7d in 30d in all time), so a member's lowest
--- count in a shorter window is one in the longer too: a longer window
--- never shows less than a shorter one. Each entry's error bound covers the
--- sum's slack (cut buckets, the all-time summary's error and floor); an
--- entry is marked "!" when its lowest possible count reaches the highest
--- of every member left out.
+-- count in a shorter window is one in the longer too: a longer window never
+-- shows less than a shorter one. Each entry's error bound covers the sum's
+-- slack (cut buckets, the all-time summary's error and floor); an entry is
+-- marked "!" when its lowest possible count reaches the highest of every
+-- member left out.
 --
 -- Ranking: count descending, ties by member in descending byte order, as
 -- refresh.lua's.
