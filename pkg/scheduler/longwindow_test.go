@@ -77,13 +77,7 @@ func TestLongWindowSumsFollowTheirHours(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	tick := func(at time.Time) {
-		t.Helper()
-		now = at
-		if _, err := s.Tick(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	tick := func(at time.Time) { t.Helper(); tickAt(t, s, &now, at) }
 	// sums is each long window's sum's count of channel x (windows.lua's
 	// base:<window>), and when it was computed.
 	sums := func(ws string) map[string]string {
@@ -172,13 +166,7 @@ func TestLongWindowsWaitForALargeHourToClose(t *testing.T) {
 	if err := st.Apply(ctx, st.Prepare(counts)); err != nil {
 		t.Fatal(err)
 	}
-	tick := func(at time.Time) {
-		t.Helper()
-		now = at
-		if _, err := s.Tick(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	tick := func(at time.Time) { t.Helper(); tickAt(t, s, &now, at) }
 	// sumHour is the hour ws's 24h sum is for (windows.lua's meta).
 	sumHour := func(ws string) int64 {
 		t.Helper()
@@ -225,5 +213,14 @@ func TestLongWindowsWaitForALargeHourToClose(t *testing.T) {
 	}
 	if len(res.Entries) == 0 || res.Entries[0].ID != "x" || res.Entries[0].Count != 100 {
 		t.Fatalf("big's 24h ranking %v, want x first with 100", res.Entries)
+	}
+}
+
+// tickAt sets the scheduler's clock, now, to at and ticks.
+func tickAt(t *testing.T, s *scheduler.Scheduler, now *time.Time, at time.Time) {
+	t.Helper()
+	*now = at
+	if _, err := s.Tick(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -127,8 +127,8 @@ func TestFoldInChunks(t *testing.T) {
 			if got, want := readZset(t, c, wk.Hour(hour)), truth.span("w", hour*60, tc.closed); fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Fatalf("hour bucket\n got %v\nwant %v", got, want)
 			}
-			if n := c.Do(ctx, c.B().Exists().Key(wk.Folding()).Build()); n.Error() != nil || mustInt(t, n) != 0 {
-				t.Fatalf("folding left behind after the fold")
+			if n, err := c.Do(ctx, c.B().Exists().Key(wk.Folding()).Build()).AsInt64(); err != nil || n != 0 {
+				t.Fatalf("folding left behind after the fold (%d, %v)", n, err)
 			}
 			if fm := rollField(t, c, wk, "fm"); fm != 0 {
 				t.Fatalf("roll's fm %d left behind after the fold", fm)
@@ -145,15 +145,6 @@ func rollField(t *testing.T, c rueidis.Client, wk keys.Workspace, f string) int6
 	if rueidis.IsRedisNil(err) {
 		return 0
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
-
-func mustInt(t *testing.T, r rueidis.RedisResult) int64 {
-	t.Helper()
-	v, err := r.AsInt64()
 	if err != nil {
 		t.Fatal(err)
 	}
