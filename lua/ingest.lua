@@ -466,7 +466,7 @@ local function add_buckets(k, g, apply, marks, hret, dret)
     -- much larger than the pairs that rewriting it would cost more than
     -- a ZINCRBY each.
     local size = redis.call('ZCARD', bucket)
-    local folding = marks.fm == mi
+    local folding = marks.fm == mi and not late
     local fr = marks.fr
     local pairs_in = 0
     for _, part in ipairs(apply) do

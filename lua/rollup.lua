@@ -257,11 +257,15 @@ local function fold_minute(base, roll, minute, marks)
     local part = redis.call('ZRANGE', src, done, done + take - 1, 'REV', 'WITHSCORES')
     local enter = {}
     for i = 1, #part, 2 do
-      redis.call('ZINCRBY', dst, part[i + 1], part[i])
       enter[#enter + 1] = part[i + 1]
       enter[#enter + 1] = part[i]
     end
-    redis.call('ZADD', folding, unpack(enter))
+    -- folding first: a script is not rolled back, so an error must not
+    -- leave counts in the hour bucket that folding does not name.
+    in_chunks('ZADD', folding, enter)
+    for i = 1, #part, 2 do
+      redis.call('ZINCRBY', dst, part[i + 1], part[i])
+    end
     -- folding lives as long as the bucket it mirrors part of.
     local bucket_expiry = redis.call('EXPIRETIME', src)
     if bucket_expiry > 0 then
@@ -286,6 +290,13 @@ local function rollup(base, roll, fold)
   local m = redis.call('HMGET', roll, 'h', 'c', 'floor', 'fm', 'fr')
   local marks = { fm = tonumber(m[4]), fr = tonumber(m[5]) }
   local folded, closed, floor = tonumber(m[1]), tonumber(m[2]), tonumber(m[3]) or 0
+  -- A fold whose minute is behind h (its bucket and fold entry expired
+  -- while the rollup was stopped) is over: forget it.
+  if marks.fm and folded and marks.fm <= folded then
+    redis.call('HDEL', roll, 'fm', 'fr')
+    redis.call('UNLINK', base .. 'folding')
+    marks.fm, marks.fr = nil, nil
+  end
   if folded and folded >= closed_minute then
     return 0, false
   end

@@ -667,6 +667,9 @@ func (s *Scheduler) TickLong(ctx context.Context) (int, error) {
 		waiting, err := s.p.Store.RefreshSums(ctx, ids, now, []window.Long{l.win})
 		if err != nil {
 			s.keepChanged(l, ids)
+			if retry { // still waiting: the beat must not move before they are summed
+				s.keepWaiting(l, ids)
+			}
 			s.keepFresh(fresh)
 			return 0, fmt.Errorf("scheduler.tick_long %s: %w", l.win.Name, err)
 		}
@@ -675,7 +678,9 @@ func (s *Scheduler) TickLong(ctx context.Context) (int, error) {
 			fresh[id] = struct{}{}
 		}
 		if retry {
-			retried = true
+			// A full fresh pass only when some waiting workspace was summed,
+			// not at every tick while they wait.
+			retried = retried || len(waiting) < len(ids)
 		} else {
 			summed = append(summed, l)
 		}

@@ -270,9 +270,9 @@ const longCallsInFlight = 2
 func (s *Store) longPassCalls() int { return min(longCallsInFlight, s.opts.ParallelCalls) }
 
 // windowsGroupsPerCall is how many workspaces one windows.lua call
-// carries: one, since a window's union reads the workspace's open hour,
-// which for the busiest workspace of workload A has 10,000 members (tens
-// of ms for the four windows), so that no call holds Redis for long.
+// carries: one, since a window's union reads up to sumsOpenLimit members
+// of open buckets and a month of closed ones (a few ms for the four
+// windows of a large workspace), so that no call holds Redis for long.
 const windowsGroupsPerCall = 1
 
 // windowArgs is head, then the number of windows and each one's name and
