@@ -198,9 +198,7 @@ local function merge_all(base, hour_key, floor)
   in_chunks('ZADD', all, zadd)
   in_chunks('ZADD', errs, enter)
   local dropped_max, dropped = truncate(all, base .. 'tmp', keep, nil, true)
-  for i = 1, #dropped, 1000 do
-    redis.call('ZREM', errs, unpack(dropped, i, math.min(i + 999, #dropped)))
-  end
+  in_chunks('ZREM', errs, dropped)
   return math.max(floor, dropped_max)
 end
 
@@ -311,7 +309,7 @@ local function rollup(base, roll, fold)
     minutes[max_minutes + 1] = nil
   end
   local touched = false
-  for i, minute in ipairs(minutes) do
+  for _, minute in ipairs(minutes) do
     local done, added = fold_minute(base, roll, tonumber(minute), marks)
     touched = touched or added
     if not done then

@@ -119,20 +119,28 @@ local function cuts(buckets)
   return sum
 end
 
--- span sums the `hours` whole hours before the current one. Hours before
--- first_hour (the first with a bucket; nil: none yet) hold nothing.
-local function span(base, name, hours, closed, first_hour, pending, fm)
-  local first = hour - hours
-  local buckets, rolled, minus = {}, {}, nil
+-- add_pending appends to buckets the pending minute buckets from minute
+-- from to the current hour, and returns folding when the minute folded in
+-- chunks (fm) is among them, to be subtracted (nil otherwise).
+local function add_pending(base, buckets, pending, fm, from)
+  local minus
   for _, p in ipairs(pending) do
-    local h = math.floor(p.minute / 60)
-    if h >= first and h < hour then
+    if p.minute >= from and p.minute < hour * 60 then
       buckets[#buckets + 1] = p.key
       if p.minute == fm then
         minus = base .. 'folding'
       end
     end
   end
+  return minus
+end
+
+-- span sums the `hours` whole hours before the current one. Hours before
+-- first_hour (the first with a bucket; nil: none yet) hold nothing.
+local function span(base, name, hours, closed, first_hour, pending, fm)
+  local first = hour - hours
+  local buckets, rolled = {}, {}
+  local minus = add_pending(base, buckets, pending, fm, first * 60)
   local h = first
   if first_hour == nil then
     h = hour + 1
@@ -161,15 +169,8 @@ end
 -- count; one it lacks up to the floor more.
 local function all_time(base, closed, floor, first_hour, pending, fm)
   local all, all_err = base .. 'all', base .. 'all:err'
-  local buckets, minus = { all }, nil
-  for _, p in ipairs(pending) do
-    if p.minute < hour * 60 then
-      buckets[#buckets + 1] = p.key
-      if p.minute == fm then
-        minus = base .. 'folding'
-      end
-    end
-  end
+  local buckets = { all }
+  local minus = add_pending(base, buckets, pending, fm, -math.huge)
   if closed and first_hour then
     for h = math.max(closed + 1, first_hour), hour - 1 do
       buckets[#buckets + 1] = base .. 'h:' .. h
