@@ -47,8 +47,10 @@
 --   bucket: n, increment_1, member_1, ..., increment_n, member_n
 --   base      "<prefix>:{w:<ws>}:", the workspace's key prefix, which names
 --             the rollups a late count also goes to: h:<hour>, d:<day>,
---             all and all:err, and tmp, a scratch set deleted before the
---             call ends (see pkg/keys; same hash tag, so same slot)
+--             all and all:err; folding, while rollup.lua folds that
+--             minute in chunks (fold_late); and tmp, a scratch set
+--             deleted before the call ends (see pkg/keys; same hash tag,
+--             so same slot)
 --   source    "<topic>/<partition>" the counts were read from, or "" for
 --             counts with no source (then no fence applies)
 --   first, last  the offsets of the first and last record of source the

@@ -12,8 +12,9 @@
 //	topk:{w:<ws>}:d:<unix_day>:cut  STRING bound on what the day bucket left out
 //	topk:{w:<ws>}:all               ZSET  all-time summary of the closed hours (Space-Saving merge)
 //	topk:{w:<ws>}:all:err           ZSET  item -> error of its all-time count
-//	topk:{w:<ws>}:roll              HASH  rollup watermarks: h (last minute folded), c (last hour closed), floor, f; s:<window> (hour of the window's sum)
+//	topk:{w:<ws>}:roll              HASH  rollup watermarks: h (last minute folded), c (last hour closed), floor, f; fm, fr (a fold in chunks); s:<window> (hour of the window's sum)
 //	topk:{w:<ws>}:fold              ZSET  minutes with counts not folded into their hour yet
+//	topk:{w:<ws>}:folding           ZSET  the members of minute fm already in its hour bucket, at the counts added
 //	topk:{w:<ws>}:top:<window>      ZSET  cached top K over window (1h, 24h, 7d, 30d, all)
 //	topk:{w:<ws>}:top:<window>:meta HASH  computed_at, window_start, window_end, k, error_bound, next
 //	topk:{w:<ws>}:top:all:err       HASH  item -> error bound of its all-time count

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/topk-dev/topk/pkg/internal/testenv"
 	"github.com/topk-dev/topk/pkg/keys"
 	"github.com/topk-dev/topk/pkg/scheduler"
@@ -148,72 +150,144 @@ func TestLongWindowSumsFollowTheirHours(t *testing.T) {
 // round again, the large one is summed too, from the closed hour, and the
 // beat moves.
 func TestLongWindowsWaitForALargeHourToClose(t *testing.T) {
-	c := testenv.Client(t, testenv.Redis(t).Addr())
-	ctx := context.Background()
-	st := store.New(c, keys.New(""), window.Window{Minutes: 60, Grace: time.Hour}, store.Options{Global: store.GlobalOptions{Shards: 4}})
-	hour := time.Now().UTC().Truncate(time.Hour).Add(72 * time.Hour) // in the future: nothing expires
-	now := hour.Add(10 * time.Minute)
-	s, err := scheduler.New(scheduler.Params{Store: st, K: 10, Clock: func() time.Time { return now }})
-	if err != nil {
-		t.Fatal(err)
+	lh := newLargeHour(t)
+	lh.tick(lh.hour.Add(time.Hour + 40*time.Second)) // still not closed: big still waits
+	if b := lh.sumHour("big"); b != lh.first || lh.beat() != lh.held {
+		t.Fatalf("before the close: big's sum for hour %+d, beat %d; want +0, %d", b-lh.first, lh.beat(), lh.held)
 	}
-	counts := store.Counts{}
-	for i := range 6000 { // above the open limit, 5,000
-		counts.Add("big", window.Minute(now), fmt.Sprintf("c%04d", i), 1)
+	lh.tick(lh.hour.Add(time.Hour + 55*time.Second)) // the rollup closes the hour; 45 s after the last pass
+	if b := lh.sumHour("big"); b != lh.first+1 || lh.beat() != lh.now.UnixMilli() {
+		t.Fatalf("after the close: big's sum for hour %+d, beat %d; want +1, %d", b-lh.first, lh.beat(), lh.now.UnixMilli())
 	}
-	counts.Add("big", window.Minute(now), "x", 100)
-	counts.Add("small", window.Minute(now), "x", 5)
-	if err := st.Apply(ctx, st.Prepare(counts)); err != nil {
-		t.Fatal(err)
-	}
-	tick := func(at time.Time) { t.Helper(); tickAt(t, s, &now, at) }
-	// sumHour is the hour ws's 24h sum is for (windows.lua's meta).
-	sumHour := func(ws string) int64 {
-		t.Helper()
-		base := keys.New("").Workspace(ws).Base()
-		h, err := c.Do(ctx, c.B().Hget().Key(base+"base:24h:meta").Field("hour").Build()).AsInt64()
-		if err != nil {
-			t.Fatalf("%s's 24h sum: %v", ws, err)
-		}
-		return h
-	}
-	// beat is the 24h window's beat, unix ms.
-	beat := func() int64 {
-		t.Helper()
-		ms, err := c.Do(ctx, c.B().Get().Key(keys.New("").Beat("24h")).Build()).AsInt64()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ms
-	}
-	first := window.HourOf(window.Minute(hour))
-	tick(hour.Add(10*time.Minute + 5*time.Second))
-	if b, s := sumHour("big"), sumHour("small"); b != first || s != first {
-		t.Fatalf("first pass: sums for hours %d and %d, want %d", b, s, first)
-	}
-	tick(hour.Add(time.Hour + 10*time.Second)) // the hour's last minute is not folded yet
-	if b, s := sumHour("big"), sumHour("small"); b != first || s != first+1 {
-		t.Fatalf("new hour, before the close: big's sum for hour %+d, small's %+d; want +0 and +1", b-first, s-first)
-	}
-	held := beat()
-	if held != hour.Add(10*time.Minute+5*time.Second).UnixMilli() {
-		t.Fatalf("the 24h beat moved to %d while big's sums wait", held)
-	}
-	tick(hour.Add(time.Hour + 40*time.Second)) // still not closed: big still waits
-	if b := sumHour("big"); b != first || beat() != held {
-		t.Fatalf("before the close: big's sum for hour %+d, beat %d; want +0, %d", b-first, beat(), held)
-	}
-	tick(hour.Add(time.Hour + 55*time.Second)) // the rollup closes the hour; 45 s after the last pass
-	if b := sumHour("big"); b != first+1 || beat() != now.UnixMilli() {
-		t.Fatalf("after the close: big's sum for hour %+d, beat %d; want +1, %d", b-first, beat(), now.UnixMilli())
-	}
-	res, err := st.ReadTop(ctx, "big", "24h", 0)
+	res, err := lh.st.ReadTop(context.Background(), "big", "24h", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(res.Entries) == 0 || res.Entries[0].ID != "x" || res.Entries[0].Count != 100 {
 		t.Fatalf("big's 24h ranking %v, want x first with 100", res.Entries)
 	}
+}
+
+// TestLongWindowsBeatHoldsThroughAFailedRetry: when the retry that would
+// sum a waiting workspace fails, the workspace still waits: the next tick
+// tries it again, and the window's beat does not move while its sums are
+// for the hour before.
+func TestLongWindowsBeatHoldsThroughAFailedRetry(t *testing.T) {
+	lh := newLargeHour(t)
+	ctx := context.Background()
+	// big's 24h meta made a string, so that windows.lua's HSET of it fails
+	// (WRONGTYPE) once the hour is closed and big is summed at last.
+	meta := keys.New("").Workspace("big").Base() + "base:24h:meta"
+	saved, err := lh.c.Do(ctx, lh.c.B().Hgetall().Key(meta).Build()).AsStrMap()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lh.c.Do(ctx, lh.c.B().Set().Key(meta).Value("in the way").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	lh.now = lh.hour.Add(time.Hour + 55*time.Second) // the rollup closes the hour
+	if _, err := lh.s.Tick(ctx); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+		t.Fatalf("the tick with big's meta in the way: %v, want WRONGTYPE", err)
+	}
+	if err := lh.c.Do(ctx, lh.c.B().Del().Key(meta).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	for f, v := range saved {
+		if err := lh.c.Do(ctx, lh.c.B().Hset().Key(meta).FieldValue().FieldValue(f, v).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if b := lh.sumHour("big"); b != lh.first || lh.beat() != lh.held {
+		t.Fatalf("after the failed retry: big's sum for hour %+d, beat %d; want +0, %d", b-lh.first, lh.beat(), lh.held)
+	}
+	// The next tick, within the cadence: the other windows' retries run a
+	// fresh pass, which moves the beat only once big is summed.
+	lh.tick(lh.hour.Add(time.Hour + 58*time.Second))
+	if b, beat := lh.sumHour("big"), lh.beat(); beat != lh.held && b != lh.first+1 {
+		t.Fatalf("the 24h beat moved to %d while big's sum is for hour %+d", beat, b-lh.first)
+	}
+	if b := lh.sumHour("big"); b != lh.first+1 {
+		t.Fatalf("the tick after the failed retry left big's sum for hour %+d, want +1", b-lh.first)
+	}
+}
+
+// largeHour is a scheduler at a new hour, with two workspaces: "big",
+// whose hour that just ended holds more members than a sum may read open,
+// so its long windows' sums wait for that hour's close, and "small",
+// summed for the new hour at once.
+type largeHour struct {
+	t     *testing.T
+	c     rueidis.Client
+	st    *store.Store
+	s     *scheduler.Scheduler
+	now   time.Time // the scheduler's clock
+	hour  time.Time // the hour that ends
+	first int64     // its number (window.HourOf)
+	held  int64     // the 24h beat, unix ms, from before the new hour
+}
+
+// newLargeHour fills both workspaces in hour, ticks once in it and once
+// ten seconds into the next hour, before the rollup closed it, and checks
+// that big waits and small does not, with the 24h beat held.
+func newLargeHour(t *testing.T) *largeHour {
+	c := testenv.Client(t, testenv.Redis(t).Addr())
+	ctx := context.Background()
+	lh := &largeHour{t: t, c: c}
+	lh.st = store.New(c, keys.New(""), window.Window{Minutes: 60, Grace: time.Hour}, store.Options{Global: store.GlobalOptions{Shards: 4}})
+	lh.hour = time.Now().UTC().Truncate(time.Hour).Add(72 * time.Hour) // in the future: nothing expires
+	lh.now = lh.hour.Add(10 * time.Minute)
+	s, err := scheduler.New(scheduler.Params{Store: lh.st, K: 10, Clock: func() time.Time { return lh.now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lh.s = s
+	counts := store.Counts{}
+	for i := range 6000 { // above the open limit, 5,000
+		counts.Add("big", window.Minute(lh.now), fmt.Sprintf("c%04d", i), 1)
+	}
+	counts.Add("big", window.Minute(lh.now), "x", 100)
+	counts.Add("small", window.Minute(lh.now), "x", 5)
+	if err := lh.st.Apply(ctx, lh.st.Prepare(counts)); err != nil {
+		t.Fatal(err)
+	}
+	lh.first = window.HourOf(window.Minute(lh.hour))
+	lh.tick(lh.hour.Add(10*time.Minute + 5*time.Second))
+	if b, s := lh.sumHour("big"), lh.sumHour("small"); b != lh.first || s != lh.first {
+		t.Fatalf("first pass: sums for hours %d and %d, want %d", b, s, lh.first)
+	}
+	lh.tick(lh.hour.Add(time.Hour + 10*time.Second)) // the hour's last minute is not folded yet
+	if b, s := lh.sumHour("big"), lh.sumHour("small"); b != lh.first || s != lh.first+1 {
+		t.Fatalf("new hour, before the close: big's sum for hour %+d, small's %+d; want +0 and +1", b-lh.first, s-lh.first)
+	}
+	lh.held = lh.beat()
+	if lh.held != lh.hour.Add(10*time.Minute+5*time.Second).UnixMilli() {
+		t.Fatalf("the 24h beat moved to %d while big's sums wait", lh.held)
+	}
+	return lh
+}
+
+// tick sets the clock to at and ticks.
+func (lh *largeHour) tick(at time.Time) { lh.t.Helper(); tickAt(lh.t, lh.s, &lh.now, at) }
+
+// sumHour is the hour ws's 24h sum is for (windows.lua's meta).
+func (lh *largeHour) sumHour(ws string) int64 {
+	lh.t.Helper()
+	base := keys.New("").Workspace(ws).Base()
+	h, err := lh.c.Do(context.Background(), lh.c.B().Hget().Key(base+"base:24h:meta").Field("hour").Build()).AsInt64()
+	if err != nil {
+		lh.t.Fatalf("%s's 24h sum: %v", ws, err)
+	}
+	return h
+}
+
+// beat is the 24h window's beat, unix ms.
+func (lh *largeHour) beat() int64 {
+	lh.t.Helper()
+	ms, err := lh.c.Do(context.Background(), lh.c.B().Get().Key(keys.New("").Beat("24h")).Build()).AsInt64()
+	if err != nil {
+		lh.t.Fatal(err)
+	}
+	return ms
 }
 
 // tickAt sets the scheduler's clock, now, to at and ticks.

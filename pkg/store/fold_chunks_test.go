@@ -150,3 +150,51 @@ func rollField(t *testing.T, c rueidis.Client, wk keys.Workspace, f string) int6
 	}
 	return v
 }
+
+// TestStaleFoldIsForgotten: a fold in chunks whose minute is already at or
+// behind roll's h (the rollup stopped mid-fold for longer than the
+// bucket's life, and h moved on without it) is over. A late count for
+// that minute is a late count like any other: it reaches the hour bucket
+// exactly once, not a second time as a count for a member being folded;
+// and the next rollup call forgets the fold (fm, fr and folding).
+func TestStaleFoldIsForgotten(t *testing.T) {
+	ctx := context.Background()
+	st, c := newStore(t, store.Options{Rollup: store.WithFoldBudget(store.RollupOptions{}, 4)})
+	wk := keys.New("").Workspace("w")
+	hour := futureDay()*24 + 5
+	m := hour*60 + 10
+	counts := store.Counts{}
+	for i := range 20 {
+		counts.Add("w", m, fmt.Sprintf("c%02d", i), int64(100-i))
+	}
+	apply(t, st, counts)
+	if more, err := st.RollupOnce(ctx, "w", m); err != nil || !more {
+		t.Fatalf("first chunk: more %v, %v; want a fold in chunks", more, err)
+	}
+	if fm := rollField(t, c, wk, "fm"); fm != m {
+		t.Fatalf("roll's fm %d after the first chunk, want %d", fm, m)
+	}
+	// The fold's minute falls behind h, as if the rollup had moved on.
+	if err := c.Do(ctx, c.B().Hset().Key(wk.Roll()).FieldValue().FieldValue("h", fmt.Sprint(m)).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	before := readZset(t, c, wk.Hour(hour))["c00"]
+	if before != 100 {
+		t.Fatalf("c00 in the hour bucket: %d, want 100 (the first chunk)", before)
+	}
+	late := store.Counts{}
+	late.Add("w", m, "c00", 7)
+	apply(t, st, late)
+	if got := readZset(t, c, wk.Hour(hour))["c00"]; got != before+7 {
+		t.Fatalf("c00 in the hour bucket after a late 7: %d, want %d", got, before+7)
+	}
+	if _, err := st.RollupOnce(ctx, "w", m); err != nil {
+		t.Fatal(err)
+	}
+	if fm, fr := rollField(t, c, wk, "fm"), rollField(t, c, wk, "fr"); fm != 0 || fr != 0 {
+		t.Fatalf("roll's fm %d, fr %d after the next call; want the fold forgotten", fm, fr)
+	}
+	if n, err := c.Do(ctx, c.B().Exists().Key(wk.Folding()).Build()).AsInt64(); err != nil || n != 0 {
+		t.Fatalf("folding left behind (%d, %v)", n, err)
+	}
+}
