@@ -49,6 +49,8 @@
 --
 -- Ranking: count descending, ties by member in descending byte order, as
 -- refresh.lua's.
+-- #include bulk.lua
+
 local now_ms, minute, k, c, ttl, nwin = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6])
 local hour = math.floor(minute / 60)
 
@@ -61,15 +63,11 @@ local function pairs_of(reply)
   return out
 end
 
--- scores returns key's score of each member (nil where absent), in chunks
--- that fit Lua's stack.
+-- scores returns key's score of each member (nil where absent).
 local function scores(key, members)
   local out = {}
-  for i = 1, #members, 4000 do
-    local part = redis.call('ZMSCORE', key, unpack(members, i, math.min(i + 3999, #members)))
-    for j = 1, #part do
-      out[i + j - 1] = tonumber(part[j])
-    end
+  for j, v in ipairs(bulk('ZMSCORE', key, members)) do
+    out[j] = tonumber(v)
   end
   return out
 end
@@ -219,8 +217,8 @@ local function cache(base, name, cand, rest, ranked, first_ms)
     end
   end
   if #zadd > 0 then
-    redis.call('ZADD', top, unpack(zadd))
-    redis.call('HSET', errs, unpack(fields))
+    bulk('ZADD', top, zadd)
+    bulk('HSET', errs, fields)
     expire(top)
     expire(errs)
   end
@@ -355,14 +353,11 @@ for i = 1, #KEYS, 3 do
         if hours == 0 and not empty then
           -- Only the candidates' errors: the hash holds one per member of
           -- the all-time sum, up to --rollup-keep of them.
-          for i2 = 1, #members, 4000 do
-            local part = { unpack(members, i2, math.min(i2 + 3999, #members)) }
-            local raw = redis.call('HMGET', base .. 'base:all:err', unpack(part))
-            for j2, v in ipairs(part) do
-              if raw[j2] then
-                local b, a = string.match(raw[j2], '^(%d+),(%d+)$')
-                errs[v] = { tonumber(b), tonumber(a) }
-              end
+          local raw = bulk('HMGET', base .. 'base:all:err', members)
+          for j2, v in ipairs(members) do
+            if raw[j2] then
+              local b, a = string.match(raw[j2], '^(%d+),(%d+)$')
+              errs[v] = { tonumber(b), tonumber(a) }
             end
           end
         end

@@ -58,25 +58,7 @@
 -- script up front when it is out of memory, instead of failing it halfway.
 
 -- #include fence.lua
-
--- Lua's stack holds about 8000 values, so bulk commands go in chunks.
-local chunk = 4000
-
--- bulk calls cmd on key with list[1..#list] in chunks of at most `chunk`
--- values (an even number, so pairs stay together), and returns the replies
--- concatenated when they are arrays.
-local function bulk(cmd, key, list)
-  local out = {}
-  for i = 1, #list, chunk do
-    local r = redis.call(cmd, key, unpack(list, i, math.min(i + chunk - 1, #list)))
-    if type(r) == 'table' then
-      for _, v in ipairs(r) do
-        out[#out + 1] = v
-      end
-    end
-  end
-  return out
-end
+-- #include bulk.lua
 
 -- skip_group returns the ARGV index after the group's b minutes that start
 -- at a, and the sum of their weights.

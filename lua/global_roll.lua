@@ -18,6 +18,8 @@
 -- summaries below it; this script makes its replacement a compare-and-set,
 -- so running a rollup twice, or two schedulers at once, changes nothing
 -- the second time.
+-- #include bulk.lua
+
 local stored = redis.call('HGET', KEYS[3], 'version') or ''
 if stored ~= ARGV[1] then
   return 0
@@ -32,12 +34,8 @@ for i = 6, #ARGV, 3 do
     errs[#errs + 1] = ARGV[i]
   end
 end
-for i = 1, #counts, 2000 do
-  redis.call('ZADD', KEYS[1], unpack(counts, i, math.min(i + 1999, #counts)))
-end
-for i = 1, #errs, 2000 do
-  redis.call('ZADD', KEYS[2], unpack(errs, i, math.min(i + 1999, #errs)))
-end
+bulk('ZADD', KEYS[1], counts)
+bulk('ZADD', KEYS[2], errs)
 redis.call('HSET', KEYS[3], 'version', ARGV[2], 'floor', ARGV[3], 'events', ARGV[4])
 if ARGV[5] ~= '0' then
   for _, key in ipairs(KEYS) do

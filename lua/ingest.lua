@@ -135,6 +135,7 @@
 -- script up front when it is out of memory, instead of failing it halfway.
 
 -- #include fence.lua
+-- #include bulk.lua
 
 -- scan_part finds the part that starts at a (after its chunk) over b
 -- buckets: it returns the ARGV index after it and the index of each
@@ -385,14 +386,6 @@ local function hold(pend, source, last, minutes, expire_at)
   raise_expiry(pend, expire_at)
 end
 
--- zadd_range adds the (score, member) pairs list[from..to] to key, in
--- ZADDs of as many as unpack takes.
-local function zadd_range(key, list, from, to)
-  for j = from, to, 4000 do
-    redis.call('ZADD', key, unpack(list, j, math.min(j + 3999, to)))
-  end
-end
-
 -- add_sum adds a sum group's applied parts to win and cand (keys from
 -- KEYS[k], its fence), and returns the pairs added and the latest expiry
 -- of its minutes.
@@ -432,7 +425,7 @@ local function add_sum(k, g, apply, c)
       end
     end
   end
-  zadd_range(cand, raised, 1, #raised)
+  bulk('ZADD', cand, raised)
   if latest_in_win > 0 then
     raise_expiry(win, latest_in_win)
     raise_expiry(minutes, latest_in_win)
@@ -480,9 +473,9 @@ local function add_buckets(k, g, apply, marks, hret, dret)
             fold_late(g.base, bucket, hour, hret, marks, ARGV[q + 1], ARGV[q])
           end
         elseif size == 0 then
-          zadd_range(bucket, ARGV, at + 1, at + 2 * n)
+          bulk('ZADD', bucket, ARGV, at + 1, at + 2 * n)
         elseif n * 4 >= size then
-          zadd_range(tmp, ARGV, at + 1, at + 2 * n)
+          bulk('ZADD', tmp, ARGV, at + 1, at + 2 * n)
           redis.call('ZUNIONSTORE', bucket, 2, bucket, tmp)
           redis.call('DEL', tmp)
         else

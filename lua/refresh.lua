@@ -54,6 +54,8 @@
 -- ZREVRANGE returns, so readers need no re-sort. An empty window deletes
 -- the cached set; the metadata stays (with its TTL) so readers can tell "no
 -- activity" from "never computed".
+-- #include bulk.lua
+
 local first, k, c = tonumber(ARGV[6]), tonumber(ARGV[1]), tonumber(ARGV[8])
 
 -- missing returns the minutes of list whose buckets are not in passed.
@@ -65,14 +67,6 @@ local function missing(list, passed)
     end
   end
   return out
-end
-
--- bulk calls cmd on key with the values of list in chunks that fit Lua's
--- stack (an even number, so pairs stay together).
-local function bulk(cmd, key, list)
-  for i = 1, #list, 4000 do
-    redis.call(cmd, key, unpack(list, i, math.min(i + 3999, #list)))
-  end
 end
 
 -- copy_expiry gives dst src's expiry (src always has one: ingest.lua and

@@ -78,6 +78,8 @@
 --     keeps its m largest and the floor becomes the largest count dropped
 --     if that is higher. A count is never below the true count, and at
 --     most its error above it.
+-- #include bulk.lua
+
 local closed_minute = tonumber(ARGV[1])
 local keep = tonumber(ARGV[2])
 local hret, dret = tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -138,14 +140,6 @@ local function add_cut(bucket, v, expire_at)
   end
 end
 
--- in_chunks calls command on key with the elements of list appended, at
--- most 2,000 at a time (Lua's unpack limit).
-local function in_chunks(command, key, list)
-  for i = 1, #list, 2000 do
-    redis.call(command, key, unpack(list, i, math.min(i + 1999, #list)))
-  end
-end
-
 -- merge_all merges the exact hour bucket into the all-time summary and
 -- returns the new floor: a member the summary holds gains the hour's
 -- count, one it lacks enters at the floor plus that count, with the floor
@@ -168,13 +162,10 @@ local function merge_all(base, hour_key, floor)
     count[held[i]] = tonumber(held[i + 1])
     members[#members + 1] = held[i]
   end
-  for i = 1, #members, 1000 do
-    local part = { unpack(members, i, math.min(i + 999, #members)) }
-    local got = redis.call('ZMSCORE', hour_key, unpack(part))
-    for j, m in ipairs(part) do
-      if got[j] then
-        count[m] = count[m] + tonumber(got[j])
-      end
+  local got = bulk('ZMSCORE', hour_key, members)
+  for j, m in ipairs(members) do
+    if got[j] then
+      count[m] = count[m] + tonumber(got[j])
     end
   end
   local enter = {}
@@ -195,10 +186,10 @@ local function merge_all(base, hour_key, floor)
     zadd[#zadd + 1] = count[m]
     zadd[#zadd + 1] = m
   end
-  in_chunks('ZADD', all, zadd)
-  in_chunks('ZADD', errs, enter)
+  bulk('ZADD', all, zadd)
+  bulk('ZADD', errs, enter)
   local dropped_max, dropped = truncate(all, base .. 'tmp', keep, nil, true)
-  in_chunks('ZREM', errs, dropped)
+  bulk('ZREM', errs, dropped)
   return math.max(floor, dropped_max)
 end
 
@@ -260,7 +251,7 @@ local function fold_minute(base, roll, minute, marks)
     end
     -- folding first: a script is not rolled back, so an error must not
     -- leave counts in the hour bucket that folding does not name.
-    in_chunks('ZADD', folding, enter)
+    bulk('ZADD', folding, enter)
     for i = 1, #part, 2 do
       redis.call('ZINCRBY', dst, part[i + 1], part[i])
     end

@@ -56,6 +56,8 @@
 -- yet: base:all:err holds each kept member's "below,above" when not 0,0.
 -- The sum keeps its top `keep` members; next is the count of the first
 -- member left out (0: none), so a member it lacks had at most next + slack.
+-- #include bulk.lua
+
 local now_ms, minute, keep, ttl, nwin = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
 local hour = math.floor(minute / 60)
 
@@ -183,8 +185,8 @@ local function all_time(base, closed, floor, first_hour, pending, fm)
   if #members == 0 then
     return n
   end
-  local below = redis.call('ZMSCORE', all_err, unpack(members))
-  local held = redis.call('ZMSCORE', all, unpack(members))
+  local below = bulk('ZMSCORE', all_err, members)
+  local held = bulk('ZMSCORE', all, members)
   local fields = {}
   for j, member in ipairs(members) do
     local b, a = tonumber(below[j]) or 0, 0
@@ -196,9 +198,7 @@ local function all_time(base, closed, floor, first_hour, pending, fm)
       fields[#fields + 1] = b .. ',' .. a
     end
   end
-  if #fields > 0 then
-    redis.call('HSET', errs, unpack(fields))
-  end
+  bulk('HSET', errs, fields)
   redis.call('PERSIST', errs)
   return n
 end

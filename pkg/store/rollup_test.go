@@ -805,3 +805,32 @@ func TestClosedBucketsAreCompact(t *testing.T) {
 		}
 	}
 }
+
+// TestLargeKeepFitsLuasStack: with --rollup-keep above what one Lua
+// unpack holds (about 8,000 values, so 4,000 pairs), closing hours and
+// summing the long windows still work: the scripts send long lists in
+// chunks (lua/bulk.lua). Here the all-time sum keeps 5,000 members, the
+// second hour's, each with an error to write: the first hour's floor.
+func TestLargeKeepFitsLuasStack(t *testing.T) {
+	const keep = 5000
+	st, c := newStore(t, store.Options{Rollup: store.RollupOptions{Keep: keep}})
+	hour := futureDay()*24 + 3
+	for h, prefix := range []string{"a", "b"} {
+		counts := store.Counts{}
+		for i := range keep + 1000 {
+			counts.Add("w", (hour+int64(h))*60+7, fmt.Sprintf("%s%05d", prefix, i), int64(1+h*100+i%50))
+		}
+		apply(t, st, counts)
+	}
+	rollup(t, st, []string{"w"}, (hour+2)*60-1)
+	now := at((hour+2)*60 + 5)
+	refreshLong(t, st, []string{"w"}, now, 10)
+	errs, err := c.Do(context.Background(), c.B().Hlen().Key(keys.New("").Workspace("w").Base()+"base:all:err").Build()).AsInt64()
+	if err != nil || errs < 4000 {
+		t.Fatalf("%d members of the all-time sum with an error (%v): the test needs more than 4,000", errs, err)
+	}
+	res := readTop(t, st, "w", "all")
+	if len(res.Entries) != 10 {
+		t.Fatalf("all-time ranking of %d entries, want 10", len(res.Entries))
+	}
+}
