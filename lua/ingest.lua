@@ -48,9 +48,10 @@
 --   base      "<prefix>:{w:<ws>}:", the workspace's key prefix, which names
 --             the rollups a late count also goes to: h:<hour>, d:<day>,
 --             all and all:err; folding, while rollup.lua folds that
---             minute in chunks (fold_late); and tmp, a scratch set
---             deleted before the call ends (see pkg/keys; same hash tag,
---             so same slot)
+--             minute in chunks (fold_late); win:1h:slide and
+--             win:1h:slide:out, while refresh.lua slides a minute out in
+--             parts; and tmp, a scratch set deleted before the call ends
+--             (see pkg/keys; same hash tag, so same slot)
 --   source    "<topic>/<partition>" the counts were read from, or "" for
 --             counts with no source (then no fence applies)
 --   first, last  the offsets of the first and last record of source the
@@ -97,7 +98,10 @@
 -- of the minutes in `minutes` (held or landed), which are the minutes
 -- after `through` that have counts. A count for a minute at or before
 -- `through` (already subtracted, so out of the window) goes to its bucket
--- only.
+-- only. A minute refresh.lua slides out in parts is at `through` already;
+-- a bucket group's count for it also goes to win:1h:slide:out, so that
+-- the slide subtracts only what win holds (refresh.lua, "A slide in
+-- parts").
 --
 -- Candidates, so that ranking needs no sorted-set update per pair: every
 -- channel whose count in win is above floor is in cand, at that count
@@ -446,6 +450,7 @@ end
 -- the buckets written.
 local function add_buckets(k, g, apply, marks, hret, dret)
   local roll, fold, tmp = KEYS[k + 1], KEYS[k + 2], g.base .. 'tmp'
+  local sliding = redis.call('HGET', g.base .. 'win:1h:slide', 'm')
   local folded, closed, floor, first_hour = marks.h, marks.c, marks.floor or 0, marks.f
   local added, latest = 0, 0
   for i = 1, g.b do
@@ -482,6 +487,13 @@ local function add_buckets(k, g, apply, marks, hret, dret)
           for q = at + 1, at + 2 * n - 1, 2 do
             redis.call('ZINCRBY', bucket, ARGV[q], ARGV[q + 1])
           end
+        end
+        if minute == sliding then
+          local out = g.base .. 'win:1h:slide:out'
+          for q = at + 1, at + 2 * n - 1, 2 do
+            redis.call('HINCRBY', out, ARGV[q + 1], ARGV[q])
+          end
+          raise_expiry(out, expire_at)
         end
         if late then
           if first_hour == nil or hour < first_hour then

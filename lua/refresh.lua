@@ -14,17 +14,30 @@
 --            expiry of that minute's bucket, so `through` outlives every
 --            bucket it speaks for
 -- ARGV[8]    c, the candidates a rescan keeps (as ingest.lua's ARGV[3])
+-- ARGV[9]    the most bucket members a group subtracts in one call (see
+--            "A slide in parts")
+-- ARGV[10]   "1" to cache rankings; "0" in a call that only goes on with
+--            slides: a group whose slide is not over then leaves its ranking
+--            as it is (see "A slide in parts")
 -- then, per group: b, and the b unix minutes whose buckets the group passes
 -- KEYS, per group: top, meta, win, through, minutes, cand, floor, pend,
---   bucket_1 .. bucket_b
+--   slide, out, bucket_1 .. bucket_b
 --   top      <prefix>:{w:<ws>}:top:<window>       the cached result
 --   meta     <prefix>:{w:<ws>}:top:<window>:meta  its metadata
 --   win, through, minutes, cand, floor, pend: see ingest.lua
+--   slide    <prefix>:{w:<ws>}:win:<window>:slide hash: m, the minute sliding
+--            out in parts, and cursor, where its bucket's scan stands
+--   out      <prefix>:{w:<ws>}:win:<window>:slide:out  hash: per
+--            member, the part of its count in m's bucket that win does
+--            not hold (subtracted, or come after the slide began)
 -- Reply      array, per group: an integer, the number of entries in the new
 --            cached result, or -1 when the group must wait for held counts
 --            (see "Held counts"); or an array of the unix minutes (strings)
 --            whose buckets the group needs: the caller calls again with
---            them. A group that waits or asks changed nothing.
+--            them (a group that waits or asks changed nothing); or
+--            {'slide', m, n}: part of minute m's bucket was subtracted and
+--            n entries cached, and the caller calls again with m's bucket
+--            to go on.
 --
 -- Sliding: every minute of `minutes` older than the window is subtracted
 -- from win, once: it leaves `minutes` and `through` moves past it in the
@@ -45,6 +58,25 @@
 -- Workers write their holds within seconds, so this happens only when one
 -- has been stopped for about the hour a minute takes to leave the window.
 --
+-- A slide in parts: a bucket of more than ARGV[9] members (a workspace
+-- of a million channels has minutes of half a million) would take seconds
+-- to subtract in one call, and Redis would serve no one else meanwhile. So
+-- such a minute m leaves in parts, about ARGV[9] members a call. When it
+-- starts, m leaves `minutes` and `through` moves to it, so from then on
+-- ingest.lua adds no count of m to win: a bucket group's count of m goes to
+-- its bucket and to out. So for every member, win holds its count in m's
+-- bucket less its count in out. Each call takes the next members of a ZSCAN
+-- of the bucket (slide's cursor), subtracts that difference from win and
+-- raises out to the bucket's count, so a member ZSCAN returns twice is
+-- subtracted once. ZSCAN returns every member present for the whole scan,
+-- which is every member win holds counts of m for, so the slide is over
+-- when the scan is. The first call checks held counts as a whole
+-- subtraction does; once it has begun, no count of m can be held for win.
+-- Meanwhile the ranking is computed from cand less what win still holds of
+-- m (sliding_top). That does not change as the slide goes on, so a call
+-- that only goes on with it (ARGV[10] "0") leaves the ranking as it is; a
+-- ranking waits while another minute is to leave behind m.
+--
 -- Ranking (exact): the top K of cand is the window's when its K-th count is
 -- above floor, or floor is 0: any channel outside cand, or held at a count
 -- not above floor, counts at most floor. Counts only fall when minutes
@@ -56,7 +88,7 @@
 -- activity" from "never computed".
 -- #include bulk.lua
 
-local first, k, c = tonumber(ARGV[6]), tonumber(ARGV[1]), tonumber(ARGV[8])
+local first, k, c, budget, rank = tonumber(ARGV[6]), tonumber(ARGV[1]), tonumber(ARGV[8]), tonumber(ARGV[9]), ARGV[10] == '1'
 
 -- missing returns the minutes of list whose buckets are not in passed.
 local function missing(list, passed)
@@ -120,6 +152,89 @@ local function subtract(win, cand, bucket)
   end
 end
 
+-- slide_part subtracts the next part of the bucket of the minute sliding
+-- out in parts (see "A slide in parts"): each member a ZSCAN of about
+-- `budget` returns, at its count less its count in out. It says whether
+-- the slide is over.
+local function slide_part(win, cand, slide, out, bucket)
+  local scan = redis.call('ZSCAN', bucket, redis.call('HGET', slide, 'cursor'), 'COUNT', budget)
+  local items, members = scan[2], {}
+  for i = 1, #items, 2 do
+    members[#members + 1] = items[i]
+  end
+  if #members > 0 then
+    local gone, now_out = bulk('HMGET', out, members), {}
+    for j, member in ipairs(members) do
+      local count = tonumber(items[2 * j])
+      local n = count - (tonumber(gone[j]) or 0)
+      if n > 0 then
+        local left = redis.call('HINCRBY', win, member, -n)
+        if left <= 0 then
+          redis.call('HDEL', win, member)
+          redis.call('ZREM', cand, member)
+        else
+          redis.call('ZADD', cand, 'XX', left, member)
+        end
+        now_out[#now_out + 1], now_out[#now_out + 2] = member, count
+      end
+    end
+    if #now_out > 0 then
+      bulk('HSET', out, now_out)
+      copy_expiry(out, bucket)
+    end
+  end
+  if scan[1] == '0' then
+    redis.call('UNLINK', slide, out)
+    return true
+  end
+  redis.call('HSET', slide, 'cursor', scan[1])
+  return false
+end
+
+-- sliding_top caches the top k of win less what win still holds of the
+-- sliding minute (each member's count in `bucket` less its count in out):
+-- cand's members are taken in descending order of count until the next
+-- cannot reach the k-th count found. It returns the entries cached, or
+-- nil, caching nothing, when that k-th count is not above floor (a member
+-- outside cand might reach it).
+local function sliding_top(top, cand, floor, out, bucket)
+  local found, counts, from = {}, {}, 0
+  while true do
+    local page = redis.call('ZRANGE', cand, from, from + 2 * k - 1, 'REV', 'WITHSCORES')
+    if #page == 0 then
+      break
+    end
+    local members = {}
+    for i = 1, #page, 2 do
+      members[#members + 1] = page[i]
+    end
+    local in_m, gone = bulk('ZMSCORE', bucket, members), bulk('HMGET', out, members)
+    for j, member in ipairs(members) do
+      local n = tonumber(page[2 * j]) - ((tonumber(in_m[j]) or 0) - (tonumber(gone[j]) or 0))
+      if n > 0 then
+        found[#found + 1], found[#found + 2] = n, member
+        counts[#counts + 1] = n
+      end
+    end
+    from = from + #members
+    table.sort(counts, function(x, y) return x > y end)
+    if #counts >= k and tonumber(page[#page]) < counts[k] then
+      break
+    end
+  end
+  if floor > 0 and (#counts < k or counts[k] <= floor) then
+    return nil
+  end
+  redis.call('DEL', top)
+  if #found == 0 then
+    return 0
+  end
+  bulk('ZADD', top, found)
+  -- Ties at the k-th count are settled by Redis's own order, as ZRANGESTORE's.
+  redis.call('ZREMRANGEBYRANK', top, 0, -k - 1)
+  return redis.call('ZCARD', top)
+end
+
 -- held_since returns the oldest minute whose counts a worker may still
 -- hold (pend's fields "<source>@<minute>"), or nil.
 local function held_since(pend)
@@ -155,20 +270,36 @@ local function rebuild(win, inside, passed)
 end
 
 -- refresh does one group; passed maps a minute to its bucket key.
-local function refresh(top, meta, win, through, minutes, cand, floor_key, pend, passed)
-  local leaving = redis.call('ZRANGE', minutes, '-inf', '(' .. first, 'BYSCORE')
+local function refresh(top, meta, win, through, minutes, cand, floor_key, pend, slide, out, passed)
   local stale = false -- cand must be rebuilt from win
-  if #leaving > 0 then
+  local part -- the minute sliding out in parts, while it is not done
+  local slide_lost = false -- its bucket expired mid-slide (no refresh for about an hour)
+  local sliding = redis.call('HGET', slide, 'm')
+  if sliding then
+    if not passed[sliding] then
+      return { sliding }
+    end
+    if redis.call('EXISTS', passed[sliding]) == 0 then
+      slide_lost = true
+    elseif not slide_part(win, cand, slide, out, passed[sliding]) then
+      part = { m = sliding, bucket = passed[sliding] }
+    end
+  end
+  local leaving = redis.call('ZRANGE', minutes, '-inf', '(' .. first, 'BYSCORE')
+  if part and #leaving > 0 then
+    return { 'slide', part.m, -1 } -- the ranking waits for the minutes behind it
+  end
+  if #leaving > 0 or slide_lost then
     if #missing(leaving, passed) > 0 then
       return leaving
     end
     local held = held_since(pend)
-    if held ~= nil and held <= tonumber(leaving[#leaving]) then
+    if #leaving > 0 and held ~= nil and held <= tonumber(leaving[#leaving]) then
       return -1
     end
     -- A sorted set with no members does not exist, so a size of 0 means
     -- the bucket expired.
-    local lost = false
+    local lost = slide_lost
     for _, m in ipairs(leaving) do
       if redis.call('EXISTS', passed[m]) == 0 then
         lost = true
@@ -185,16 +316,37 @@ local function refresh(top, meta, win, through, minutes, cand, floor_key, pend, 
         end
         return inside
       end
+      redis.call('UNLINK', slide, out) -- a slide under way is moot
       rebuild(win, inside, passed)
       copy_expiry(win, minutes)
       stale = true
     else
-      for _, m in ipairs(leaving) do
-        subtract(win, cand, passed[m])
+      for i, m in ipairs(leaving) do
+        local bucket = passed[m]
+        if redis.call('ZCARD', bucket) > budget then
+          -- It slides out in parts from here, out of the window at once
+          -- for ingest.lua.
+          redis.call('ZREMRANGEBYSCORE', minutes, '-inf', m)
+          redis.call('SET', through, m, 'EXAT', ARGV[7])
+          redis.call('HSET', slide, 'm', m, 'cursor', 0)
+          copy_expiry(slide, bucket)
+          if not slide_part(win, cand, slide, out, bucket) then
+            part = { m = m, bucket = bucket }
+            if i < #leaving then
+              return { 'slide', m, -1 }
+            end
+            break
+          end
+        else
+          subtract(win, cand, bucket)
+        end
       end
     end
     redis.call('ZREMRANGEBYSCORE', minutes, '-inf', '(' .. first)
     redis.call('SET', through, first - 1, 'EXAT', ARGV[7])
+  end
+  if part and not rank then
+    return { 'slide', part.m, -1 } -- the ranking of the call before stands
   end
 
   local floor = tonumber(redis.call('GET', floor_key)) or 0
@@ -203,27 +355,39 @@ local function refresh(top, meta, win, through, minutes, cand, floor_key, pend, 
   end
   if stale then
     rescan(win, cand, floor_key, math.max(c, k))
+    floor = tonumber(redis.call('GET', floor_key)) or 0
   end
-  local n = redis.call('ZRANGESTORE', top, cand, 0, k - 1, 'REV')
+  local n
+  if part then
+    n = sliding_top(top, cand, floor, out, part.bucket)
+    if n == nil then
+      return { 'slide', part.m, -1 } -- the ranking waits for the slide's end
+    end
+  else
+    n = redis.call('ZRANGESTORE', top, cand, 0, k - 1, 'REV')
+  end
   if n > 0 then
     redis.call('EXPIRE', top, ARGV[5])
   end
   redis.call('HSET', meta, 'computed_at', ARGV[2], 'window_start', ARGV[3],
     'window_end', ARGV[4], 'k', ARGV[1])
   redis.call('EXPIRE', meta, ARGV[5])
+  if part then
+    return { 'slide', part.m, n }
+  end
   return n
 end
 
 local replies = {}
-local ki, ai = 1, 9
+local ki, ai = 1, 11
 while ki <= #KEYS do
   local b = tonumber(ARGV[ai])
   local passed = {}
   for i = 1, b do
-    passed[ARGV[ai + i]] = KEYS[ki + 7 + i]
+    passed[ARGV[ai + i]] = KEYS[ki + 9 + i]
   end
   replies[#replies + 1] = refresh(KEYS[ki], KEYS[ki + 1], KEYS[ki + 2], KEYS[ki + 3], KEYS[ki + 4],
-    KEYS[ki + 5], KEYS[ki + 6], KEYS[ki + 7], passed)
-  ki, ai = ki + 8 + b, ai + 1 + b
+    KEYS[ki + 5], KEYS[ki + 6], KEYS[ki + 7], KEYS[ki + 8], KEYS[ki + 9], passed)
+  ki, ai = ki + 10 + b, ai + 1 + b
 end
 return replies

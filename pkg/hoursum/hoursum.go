@@ -9,6 +9,7 @@ package hoursum
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -46,12 +47,33 @@ type Sum struct {
 // Read reads workspace wk's hour sum at now: the whole of it when it has at
 // most scanLimit channels, else its candidate set above floor (see
 // ingest.lua). The sum and its markers are read in one MULTI, so that
-// they speak of the same minutes.
+// they speak of the same minutes. While a minute slides out of the sum in
+// parts (refresh.lua, "A slide in parts"), what the sum still holds of it
+// is taken out of the counts read (lessSliding).
 func Read(ctx context.Context, c rueidis.Client, wk keys.Workspace, now time.Time, scanLimit int64) (Sum, error) {
+	for range readAttempts {
+		s, sliding, err := read(ctx, c, wk, now, scanLimit)
+		if err != nil || sliding == "" {
+			return s, err
+		}
+		if ok, err := lessSliding(ctx, c, wk, &s, sliding); err != nil || ok {
+			return s, err
+		}
+	}
+	return Sum{}, fmt.Errorf("hoursum: %w: the sliding minute changed under %d reads", redisread.ErrBadReply, readAttempts)
+}
+
+// readAttempts bounds Read's tries at a sum while a slide ends under it: a
+// slide's last part and the next one's first are minutes apart.
+const readAttempts = 3
+
+// read is one read of the sum (see Read), and the minute sliding out of it
+// ("": none), whose counts it still holds in part.
+func read(ctx context.Context, c rueidis.Client, wk keys.Workspace, now time.Time, scanLimit int64) (Sum, string, error) {
 	win := keys.Window1h
 	n, err := c.Do(ctx, c.B().Hlen().Key(wk.Win(win)).Build()).AsInt64()
 	if err != nil {
-		return Sum{}, err
+		return Sum{}, "", err
 	}
 	whole := n <= scanLimit
 	read := c.B().Hgetall().Key(wk.Win(win)).Build()
@@ -62,9 +84,14 @@ func Read(ctx context.Context, c rueidis.Client, wk keys.Workspace, now time.Tim
 		c.B().Get().Key(wk.WinThrough(win)).Build(),
 		c.B().Get().Key(wk.WinFloor(win)).Build(),
 		c.B().Zrange().Key(wk.WinMinutes(win)).Min("0").Max("0").Build(),
-		read)
+		read,
+		c.B().Hget().Key(wk.WinSlide(win)).Field("m").Build())
 	if err != nil {
-		return Sum{}, err
+		return Sum{}, "", err
+	}
+	sliding, err := replies[4].ToString()
+	if err != nil && !rueidis.IsRedisNil(err) {
+		return Sum{}, "", err
 	}
 	s := Sum{Complete: whole, Start: window.Hour.First(now)}
 	if through, err := replies[0].AsInt64(); err == nil {
@@ -75,12 +102,12 @@ func Read(ctx context.Context, c rueidis.Client, wk keys.Workspace, now time.Tim
 		}
 	}
 	if s.Floor, err = replies[1].AsInt64(); err != nil && !rueidis.IsRedisNil(err) {
-		return Sum{}, err
+		return Sum{}, "", err
 	}
 	if whole {
 		m, err := replies[3].AsIntMap()
 		if err != nil {
-			return Sum{}, err
+			return Sum{}, "", err
 		}
 		for id, n := range m {
 			if n > 0 {
@@ -90,7 +117,7 @@ func Read(ctx context.Context, c rueidis.Client, wk keys.Workspace, now time.Tim
 	} else {
 		zs, err := replies[3].AsZScores()
 		if err != nil {
-			return Sum{}, err
+			return Sum{}, "", err
 		}
 		for _, z := range zs {
 			if int64(z.Score) > s.Floor { // at or below floor, cand's count may be stale
@@ -98,11 +125,84 @@ func Read(ctx context.Context, c rueidis.Client, wk keys.Workspace, now time.Tim
 			}
 		}
 	}
-	slices.SortFunc(s.Counts, func(a, b Count) int {
+	sortCounts(s.Counts)
+	return s, sliding, nil
+}
+
+// lessSliding takes out of s's counts what the sum still holds of minute
+// sliding: each channel's count in its bucket less its count in the
+// slide's out set (refresh.lua, "A slide in parts"). The counts are read
+// again with those, in one MULTI, and it says false, changing nothing,
+// when the slide moved on to another minute or ended meanwhile. A channel
+// left out of s still has at most s.Floor.
+func lessSliding(ctx context.Context, c rueidis.Client, wk keys.Workspace, s *Sum, sliding string) (bool, error) {
+	if len(s.Counts) == 0 {
+		return true, nil
+	}
+	win := keys.Window1h
+	m, err := strconv.ParseInt(sliding, 10, 64)
+	if err != nil {
+		return false, fmt.Errorf("hoursum: %w: sliding minute %q", redisread.ErrBadReply, sliding)
+	}
+	ids := make([]string, len(s.Counts))
+	for i, ct := range s.Counts {
+		ids[i] = ct.ID
+	}
+	replies, err := redisread.Together(ctx, c,
+		c.B().Hget().Key(wk.WinSlide(win)).Field("m").Build(),
+		c.B().Hmget().Key(wk.Win(win)).Field(ids...).Build(),
+		c.B().Zmscore().Key(wk.Bucket(m)).Member(ids...).Build(),
+		c.B().Hmget().Key(wk.WinSlideOut(win)).Field(ids...).Build())
+	if err != nil {
+		return false, err
+	}
+	if now, err := replies[0].ToString(); err != nil || now != sliding {
+		return false, nil
+	}
+	counts, err := replies[1].ToArray()
+	if err != nil {
+		return false, err
+	}
+	inBucket, err := replies[2].ToArray()
+	if err != nil {
+		return false, err
+	}
+	gone, err := replies[3].ToArray()
+	if err != nil {
+		return false, err
+	}
+	if len(counts) != len(ids) || len(inBucket) != len(ids) || len(gone) != len(ids) {
+		return false, fmt.Errorf("hoursum: %w: %d channels, replies of %d, %d and %d",
+			redisread.ErrBadReply, len(ids), len(counts), len(inBucket), len(gone))
+	}
+	out := s.Counts[:0]
+	for i, id := range ids {
+		n, err := counts[i].AsInt64()
+		if rueidis.IsRedisNil(err) {
+			continue // left the sum meanwhile
+		} else if err != nil {
+			return false, err
+		}
+		if b, err := inBucket[i].AsFloat64(); err == nil {
+			o, _ := gone[i].AsInt64() // nil: 0
+			n -= int64(b) - o
+		}
+		if n > 0 {
+			out = append(out, Count{ID: id, Count: n})
+		}
+	}
+	s.Counts = out
+	sortCounts(s.Counts)
+	return true, nil
+}
+
+// sortCounts puts counts in the rankings' order: count descending, then id
+// in descending byte order.
+func sortCounts(counts []Count) {
+	slices.SortFunc(counts, func(a, b Count) int {
 		if c := cmp.Compare(b.Count, a.Count); c != 0 {
 			return c
 		}
 		return strings.Compare(b.ID, a.ID)
 	})
-	return s, nil
 }

@@ -170,6 +170,18 @@ func (w Workspace) WinMinutes(window string) string { return w.base + "win:" + w
 // bucket is complete.
 func (w Workspace) WinPend(window string) string { return w.base + "win:" + window + ":pend" }
 
+// WinSlide names, while a minute too large for one call leaves the window
+// (refresh.lua, "A slide in parts"), that minute and where the scan of its
+// bucket stands (hash: m, cursor).
+func (w Workspace) WinSlide(window string) string { return w.base + "win:" + window + ":slide" }
+
+// WinSlideOut holds, while a minute slides out in parts, the part of each
+// member's count in that minute's bucket that Win does not hold: already
+// subtracted, or come after the slide began (hash, channel -> count).
+func (w Workspace) WinSlideOut(window string) string {
+	return w.base + "win:" + window + ":slide:out"
+}
+
 // Hour is the hour bucket of unix hour h (seconds since the epoch / 3600).
 func (w Workspace) Hour(h int64) string { return w.base + "h:" + strconv.FormatInt(h, 10) }
 

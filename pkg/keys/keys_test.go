@@ -69,6 +69,8 @@ func TestKeyContract(t *testing.T) {
 				{"WinThrough", w.WinThrough(keys.Window1h), tt.win + ":through"},
 				{"WinMinutes", w.WinMinutes(keys.Window1h), tt.win + ":minutes"},
 				{"WinPend", w.WinPend(keys.Window1h), tt.win + ":pend"},
+				{"WinSlide", w.WinSlide(keys.Window1h), tt.win + ":slide"},
+				{"WinSlideOut", w.WinSlideOut(keys.Window1h), tt.win + ":slide:out"},
 				{"Fence", w.Fence(), strings.TrimSuffix(tt.win, "win:1h") + "fence"},
 				{"Base", w.Base(), strings.TrimSuffix(tt.win, "win:1h")},
 				{"Workspaces", s.Workspaces(), tt.workspaces},

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -34,4 +35,28 @@ func (s *Store) RollupOnce(ctx context.Context, ws string, closed int64) (bool, 
 func WithOpenLimit(o RollupOptions, n int) RollupOptions {
 	o.openLimit = n
 	return o
+}
+
+// WithSlideBudget is o subtracting at most n bucket members from an hour
+// sum per refresh call, so that tests slide minutes out in parts, and
+// going on with a slide for at most d in one Refresh (0: the default).
+func WithSlideBudget(o Options, n int, d time.Duration) Options {
+	o.slideBudget, o.slideTime = n, d
+	return o
+}
+
+// RefreshOnce is one refresh.lua call for workspace ws at now, passing the
+// buckets of minutes. It returns the minute still sliding out in parts (0:
+// none); a call that asks for other buckets or waits is an error here.
+func (s *Store) RefreshOnce(ctx context.Context, ws string, now time.Time, k int, minutes []int64) (int64, error) {
+	r, err := s.refreshCall(ctx, []refreshGroup{{ws: ws, minutes: minutes}}, s.refreshArgs(now, k, true))
+	switch {
+	case err != nil:
+		return 0, err
+	case len(r.asked) > 0 || len(r.waiting) > 0:
+		return 0, fmt.Errorf("refresh asked for %v or waits (%v)", r.asked, r.waiting)
+	case len(r.sliding) == 1:
+		return r.sliding[0].minutes[0], nil
+	}
+	return 0, nil
 }

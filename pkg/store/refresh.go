@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/topk-dev/topk/lua"
 	"github.com/topk-dev/topk/pkg/keys"
 )
@@ -20,16 +22,9 @@ import (
 // it is and marked dirty again, so that the next refresh tries it again.
 func (s *Store) Refresh(ctx context.Context, workspaces []string, now time.Time, k int) error {
 	first := s.win.First(now)
-	args := []string{
-		strconv.Itoa(k),
-		strconv.FormatInt(now.UnixMilli(), 10),
-		strconv.FormatInt(first*60_000, 10),
-		strconv.FormatInt(now.UnixMilli(), 10),
-		strconv.FormatInt(int64((s.win.Span()+s.win.Grace)/time.Second), 10),
-		strconv.FormatInt(first, 10),
-		strconv.FormatInt(s.win.ExpireAt(first-1), 10),
-		strconv.Itoa(s.opts.Candidates),
-	}
+	// A call that only goes on with slides leaves the rankings as they are
+	// (refresh.lua, "A slide in parts").
+	rank, more := s.refreshArgs(now, k, true), s.refreshArgs(now, k, false)
 	// Every group passes the bucket of the minute that left last: at one
 	// tick a second, that is the only one a refresh ever has to subtract.
 	todo := make([]refreshGroup, len(workspaces))
@@ -38,25 +33,77 @@ func (s *Store) Refresh(ctx context.Context, workspaces []string, now time.Time,
 		todo[i] = refreshGroup{ws: ws, minutes: lastLeft}
 	}
 	var waiting []string
-	for range refreshAttempts {
-		again, held, err := s.refreshRound(ctx, todo, args)
-		if err != nil {
-			return err
-		}
-		waiting = append(waiting, held...)
-		if len(again) == 0 {
-			if len(waiting) > 0 {
-				if err := s.c.Do(ctx, s.c.B().Sadd().Key(s.keys.Dirty()).Member(waiting...).Build()).Error(); err != nil {
-					return fmt.Errorf("store.refresh: dirty set: %w", err)
-				}
+	var sliding []refreshGroup
+	began := time.Now()
+	for asked := 0; len(todo)+len(sliding) > 0; {
+		var r refreshReplies
+		for _, round := range []struct {
+			groups []refreshGroup
+			args   []string
+		}{{todo, rank}, {sliding, more}} {
+			if len(round.groups) == 0 {
+				continue
 			}
-			return nil
+			got, err := s.refreshRound(ctx, round.groups, round.args)
+			if err != nil {
+				return err
+			}
+			r.add(got)
 		}
-		todo = again
+		waiting = append(waiting, r.waiting...)
+		if len(r.asked) > 0 {
+			if asked++; asked == refreshAttempts {
+				return fmt.Errorf("store.refresh: %w: refresh.lua still asked for buckets of %d workspaces after %d calls",
+					ErrBadReply, len(r.asked), refreshAttempts)
+			}
+		}
+		todo, sliding = r.asked, nil
+		// A slide in parts goes on in this refresh for a while, then at
+		// the next one: the dirty set brings its workspace back.
+		if time.Since(began) < s.opts.slideTime {
+			sliding = r.sliding
+		} else {
+			for _, g := range r.sliding {
+				waiting = append(waiting, g.ws)
+			}
+		}
 	}
-	return fmt.Errorf("store.refresh: %w: refresh.lua still asked for buckets of %d workspaces after %d calls",
-		ErrBadReply, len(todo), refreshAttempts)
+	if len(waiting) > 0 {
+		if err := s.c.Do(ctx, s.c.B().Sadd().Key(s.keys.Dirty()).Member(waiting...).Build()).Error(); err != nil {
+			return fmt.Errorf("store.refresh: dirty set: %w", err)
+		}
+	}
+	return nil
 }
+
+// refreshArgs are the arguments every refresh.lua call at now starts with;
+// rank false for a call that only goes on with slides.
+func (s *Store) refreshArgs(now time.Time, k int, rank bool) []string {
+	first := s.win.First(now)
+	cache := "0"
+	if rank {
+		cache = "1"
+	}
+	return []string{
+		strconv.Itoa(k),
+		strconv.FormatInt(now.UnixMilli(), 10),
+		strconv.FormatInt(first*60_000, 10),
+		strconv.FormatInt(now.UnixMilli(), 10),
+		strconv.FormatInt(int64((s.win.Span()+s.win.Grace)/time.Second), 10),
+		strconv.FormatInt(first, 10),
+		strconv.FormatInt(s.win.ExpireAt(first-1), 10),
+		strconv.Itoa(s.opts.Candidates),
+		strconv.Itoa(s.opts.slideBudget),
+		cache,
+	}
+}
+
+// defaultSlideTime bounds how long one Refresh goes on with minutes that
+// slide out in parts (refresh.lua, "A slide in parts"), so that the other
+// workspaces' rankings are not held up: some hundred calls of a few
+// milliseconds, and Redis serves everyone else between them. A slide not
+// over by then goes on at the next refresh.
+const defaultSlideTime = 250 * time.Millisecond
 
 // refreshAttempts bounds the rounds of refresh.lua calls. A workspace that
 // has a minute other than the last one to subtract takes a second round with
@@ -76,10 +123,21 @@ type refreshGroup struct {
 	minutes []int64
 }
 
-// refreshRound runs refresh.lua over groups and returns the groups that
-// asked for more buckets, each with the minutes it asked for, and the
-// workspaces that wait for held counts.
-func (s *Store) refreshRound(ctx context.Context, groups []refreshGroup, args []string) ([]refreshGroup, []string, error) {
+// refreshReplies sorts the groups of refresh.lua calls by what comes next.
+type refreshReplies struct {
+	asked   []refreshGroup // asked for more buckets: the minutes they asked for
+	sliding []refreshGroup // a minute slides out in parts: that minute
+	waiting []string       // workspaces that wait for held counts
+}
+
+func (r *refreshReplies) add(o refreshReplies) {
+	r.asked = append(r.asked, o.asked...)
+	r.sliding = append(r.sliding, o.sliding...)
+	r.waiting = append(r.waiting, o.waiting...)
+}
+
+// refreshRound runs refresh.lua over groups.
+func (s *Store) refreshRound(ctx context.Context, groups []refreshGroup, args []string) (refreshReplies, error) {
 	per := refreshGroupsPerCall
 	if s.cluster {
 		per = 1 // one workspace, one slot, per call
@@ -87,14 +145,13 @@ func (s *Store) refreshRound(ctx context.Context, groups []refreshGroup, args []
 	calls := (len(groups) + per - 1) / per
 	var (
 		mu       sync.Mutex
-		again    []refreshGroup
-		waiting  []string
+		all      refreshReplies
 		firstErr error
 		failed   int
 	)
 	s.parallel(calls, func(i int) {
 		part := groups[i*per : min((i+1)*per, len(groups))]
-		asked, held, err := s.refreshCall(ctx, part, args)
+		r, err := s.refreshCall(ctx, part, args)
 		mu.Lock()
 		defer mu.Unlock()
 		if err != nil {
@@ -104,23 +161,23 @@ func (s *Store) refreshRound(ctx context.Context, groups []refreshGroup, args []
 			}
 			return
 		}
-		again = append(again, asked...)
-		waiting = append(waiting, held...)
+		all.add(r)
 	})
 	if firstErr != nil {
-		return nil, nil, fmt.Errorf("store.refresh: %d of %d workspaces failed: %w", failed, len(groups), firstErr)
+		return refreshReplies{}, fmt.Errorf("store.refresh: %d of %d workspaces failed: %w", failed, len(groups), firstErr)
 	}
-	return again, waiting, nil
+	return all, nil
 }
 
-func (s *Store) refreshCall(ctx context.Context, groups []refreshGroup, args []string) ([]refreshGroup, []string, error) {
-	ks := make([]string, 0, 9*len(groups))
+func (s *Store) refreshCall(ctx context.Context, groups []refreshGroup, args []string) (refreshReplies, error) {
+	ks := make([]string, 0, 11*len(groups))
 	as := append(make([]string, 0, len(args)+2*len(groups)), args...)
 	for _, g := range groups {
 		wk := s.keys.Workspace(g.ws)
 		ks = append(ks, wk.Top(keys.Window1h), wk.TopMeta(keys.Window1h),
 			wk.Win(keys.Window1h), wk.WinThrough(keys.Window1h), wk.WinMinutes(keys.Window1h),
-			wk.WinCand(keys.Window1h), wk.WinFloor(keys.Window1h), wk.WinPend(keys.Window1h))
+			wk.WinCand(keys.Window1h), wk.WinFloor(keys.Window1h), wk.WinPend(keys.Window1h),
+			wk.WinSlide(keys.Window1h), wk.WinSlideOut(keys.Window1h))
 		as = append(as, strconv.Itoa(len(g.minutes)))
 		for _, m := range g.minutes {
 			ks = append(ks, wk.Bucket(m))
@@ -129,27 +186,45 @@ func (s *Store) refreshCall(ctx context.Context, groups []refreshGroup, args []s
 	}
 	replies, err := lua.Refresh.Exec(ctx, s.c, ks, as).ToArray()
 	if err != nil {
-		return nil, nil, fmt.Errorf("workspace %q and %d more: %w", groups[0].ws, len(groups)-1, err)
+		return refreshReplies{}, fmt.Errorf("workspace %q and %d more: %w", groups[0].ws, len(groups)-1, err)
 	}
 	if len(replies) != len(groups) {
-		return nil, nil, fmt.Errorf("%w: refresh.lua answered %d groups of %d", ErrBadReply, len(replies), len(groups))
+		return refreshReplies{}, fmt.Errorf("%w: refresh.lua answered %d groups of %d", ErrBadReply, len(replies), len(groups))
 	}
-	var again []refreshGroup
-	var waiting []string
-	for i, r := range replies {
-		if n, err := r.AsInt64(); err == nil {
+	var r refreshReplies
+	for i, reply := range replies {
+		ws := groups[i].ws
+		if n, err := reply.AsInt64(); err == nil {
 			if n < 0 {
-				waiting = append(waiting, groups[i].ws)
+				r.waiting = append(r.waiting, ws)
 			}
 			continue
 		}
-		minutes, err := r.AsIntSlice()
+		arr, err := reply.ToArray()
 		if err != nil {
-			return nil, nil, fmt.Errorf("%w: refresh.lua reply for %q: %v", ErrBadReply, groups[i].ws, err)
+			return refreshReplies{}, fmt.Errorf("%w: refresh.lua reply for %q: %v", ErrBadReply, ws, err)
 		}
-		again = append(again, refreshGroup{ws: groups[i].ws, minutes: minutes})
+		if len(arr) == 3 && isSlide(arr[0]) {
+			m, err := arr[1].AsInt64()
+			if err != nil {
+				return refreshReplies{}, fmt.Errorf("%w: refresh.lua slide reply for %q: %v", ErrBadReply, ws, err)
+			}
+			r.sliding = append(r.sliding, refreshGroup{ws: ws, minutes: []int64{m}})
+			continue
+		}
+		minutes, err := reply.AsIntSlice()
+		if err != nil {
+			return refreshReplies{}, fmt.Errorf("%w: refresh.lua reply for %q: %v", ErrBadReply, ws, err)
+		}
+		r.asked = append(r.asked, refreshGroup{ws: ws, minutes: minutes})
 	}
-	return again, waiting, nil
+	return r, nil
+}
+
+// isSlide says whether a reply's first element is refresh.lua's "slide".
+func isSlide(m rueidis.RedisMessage) bool {
+	tag, err := m.ToString()
+	return err == nil && tag == "slide"
 }
 
 // Beat records that the scheduler completed a pass over window at t.

@@ -9,6 +9,7 @@ package store
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/redis/rueidis"
 
@@ -62,6 +63,14 @@ type Options struct {
 	Global GlobalOptions
 	// Rollup configures the hour, day and all-time levels; see rollup.go.
 	Rollup RollupOptions
+
+	// slideBudget is the most bucket members a refresh subtracts from a
+	// workspace's hour sum in one call (refresh.lua, "A slide in parts"):
+	// MaxPairsPerCall, or less in tests.
+	slideBudget int
+	// slideTime bounds how long one Refresh goes on with such slides:
+	// defaultSlideTime, or less in tests.
+	slideTime time.Duration
 }
 
 // Store reads and writes topk's keys in one Redis (single server or cluster).
@@ -83,6 +92,12 @@ func New(c rueidis.Client, ks keys.Space, w window.Window, opts Options) *Store 
 	}
 	if opts.Candidates <= 0 {
 		opts.Candidates = DefaultCandidates
+	}
+	if opts.slideBudget <= 0 {
+		opts.slideBudget = opts.MaxPairsPerCall
+	}
+	if opts.slideTime <= 0 {
+		opts.slideTime = defaultSlideTime
 	}
 	opts.Global = opts.Global.withDefaults()
 	opts.Rollup = opts.Rollup.withDefaults()

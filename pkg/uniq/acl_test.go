@@ -17,9 +17,11 @@ import (
 
 // Rules that are enough for each side (what config/redis-acl.conf's
 // worker and reader users need of this package): the reader may only read
-// keys (%R~), the writer sends PFADD and EXPIREAT alone.
+// keys (%R~), the writer sends PFADD and EXPIREAT alone. The reader's HGET
+// asks whether a minute slides out of the hour sum in parts; HMGET and
+// ZMSCORE read the sum while one does (pkg/hoursum).
 const (
-	readerRules = "%R~topk:* -@all +multi +exec +hlen +hgetall +zrange +get +pfcount"
+	readerRules = "%R~topk:* -@all +multi +exec +hlen +hgetall +zrange +get +pfcount +hget +hmget +zmscore"
 	writerRules = "~topk:* -@all +pfadd +expireat"
 )
 
