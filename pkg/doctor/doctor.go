@@ -185,7 +185,7 @@ func CheckRedis(ctx context.Context, o RedisOptions) []Check {
 		}
 	}
 	out = append(out, bloomCheck(bloomOn, blooms)...)
-	out = append(out, beatCheck(ctx, o.Timeout, client, o.Prefix))
+	out = append(out, beatCheck(ctx, o.Timeout, client, o.Prefix), longBeatCheck(ctx, o.Timeout, client, o.Prefix))
 	if o.Client.Sentinel.MasterSet != "" {
 		out = append(out, sentinelChecks(ctx, o, client)...)
 	}
@@ -528,6 +528,43 @@ func beatCheck(ctx context.Context, timeout time.Duration, c rueidis.Client, pre
 			"Stale after %s. Check that topk schedule runs, and its logs (it cannot reach Redis?).", stale)
 	}
 	return check(OK, "scheduler", "the last pass over the hour window ended %s ago", age).because("Stale after %s.", stale)
+}
+
+// longBeatCheck reads when the scheduler last completed a pass over each
+// long window. A window's beat moves only when every workspace's ranking of
+// it is current, so a stale one also shows a workspace whose long-window
+// sums wait for an hour that does not close (its rollups stopped). A
+// window with no beat at all is left out: the scheduler may run without it
+// (a cadence of 0), or has not completed its first pass yet.
+func longBeatCheck(ctx context.Context, timeout time.Duration, c rueidis.Client, prefix string) Check {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	ks := keys.New(prefix)
+	var fresh, stale []string
+	for _, w := range window.Longs {
+		key := ks.Beat(w.Name)
+		ms, err := c.Do(ctx, c.B().Get().Key(key).Build()).AsInt64()
+		switch {
+		case rueidis.IsRedisNil(err):
+			continue
+		case err != nil:
+			return check(Warn, "long windows", "cannot read %s: %v", key, err)
+		}
+		age, after := time.Since(time.UnixMilli(ms)).Round(time.Second), window.StaleAfterFor(w.Name)
+		if age > after {
+			stale = append(stale, fmt.Sprintf("%s %s ago (stale after %s)", w.Name, age, after))
+		} else {
+			fresh = append(fresh, fmt.Sprintf("%s %s ago", w.Name, age))
+		}
+	}
+	switch {
+	case len(stale) > 0:
+		return check(Warn, "long windows", "the last complete pass over %s: their rankings are not all current", strings.Join(stale, ", ")).because(
+			"Check topk schedule's logs: a failing long-window or rollup loop, or a workspace whose sums wait for an hour that its rollups never close (topk_scheduler_tick_failures_total).")
+	case len(fresh) == 0:
+		return check(OK, "long windows", "no complete pass recorded (the scheduler runs without them, or has not completed one yet)")
+	}
+	return check(OK, "long windows", "the last complete passes: %s", strings.Join(fresh, ", "))
 }
 
 // KafkaOptions configures CheckKafka.

@@ -61,9 +61,34 @@ func loadScripts(t *testing.T, c rueidis.Client, except ...string) {
 
 func beat(t *testing.T, c rueidis.Client) {
 	t.Helper()
-	ms := strconv.FormatInt(time.Now().UnixMilli(), 10)
-	if err := c.Do(context.Background(), c.B().Set().Key(keys.New("topk").Beat(keys.Window1h)).Value(ms).Build()).Error(); err != nil {
+	beatAt(t, c, keys.Window1h, time.Now())
+}
+
+// beatAt records a scheduler pass over window at when.
+func beatAt(t *testing.T, c rueidis.Client, window string, when time.Time) {
+	t.Helper()
+	ms := strconv.FormatInt(when.UnixMilli(), 10)
+	if err := c.Do(context.Background(), c.B().Set().Key(keys.New("topk").Beat(window)).Value(ms).Build()).Error(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLongWindowBeats: a long window whose last complete pass is older
+// than twice its cadence warns and names it; recent ones are ok; windows
+// with no pass at all (the scheduler may run without them) are left out.
+func TestLongWindowBeats(t *testing.T) {
+	r := testenv.Redis(t)
+	c := testenv.Client(t, r.Addr())
+	expect(t, find(t, redisChecks(t, r.Addr()), "long windows"), doctor.OK, "no complete pass recorded")
+	now := time.Now()
+	beatAt(t, c, keys.Window24h, now.Add(-30*time.Second))
+	beatAt(t, c, keys.Window7d, now.Add(-time.Minute))
+	expect(t, find(t, redisChecks(t, r.Addr()), "long windows"), doctor.OK, "24h 30s ago", "7d 1m0s ago")
+	beatAt(t, c, keys.Window24h, now.Add(-3*time.Minute)) // stale after 2 minutes
+	got := find(t, redisChecks(t, r.Addr()), "long windows")
+	expect(t, got, doctor.Warn, "24h 3m0s ago (stale after 2m0s)", "topk schedule")
+	if strings.Contains(got.Message, "7d") {
+		t.Errorf("a current window named as stale: %s", got.Message)
 	}
 }
 
