@@ -28,7 +28,8 @@ import (
 // machine. Run it a multiple of the hold's flushes (-benchtime 30x).
 // TOPK_BENCH_REDIS_ARGS passes arguments to the redis-server it starts
 // (e.g. "--hash-max-listpack-entries 128"), TOPK_BENCH_MAX_PAIRS sets
-// MaxPairsPerCall (a huge value: no group is chunked). TOPK_BENCH_SUMS=0
+// MaxPairsPerCall (a huge value: no group is chunked), TOPK_BENCH_CANDIDATES
+// the candidates kept (Options.Candidates). TOPK_BENCH_SUMS=0
 // (with a hold, TOPK_BENCH_HOLD above 0) leaves the running sums out and
 // writes the held buckets alone: the
 // Redis floor of a design whose workers keep the hour's counts themselves
@@ -44,7 +45,8 @@ func BenchmarkApplyRedisCPU(b *testing.B) {
 	if os.Getenv("TOPK_BENCH_HOLD") == "0" {
 		holdFlushes = 0
 	}
-	st := store.New(c, keys.New(""), window.Hour, store.Options{MaxPairsPerCall: maxPairs})
+	st := store.New(c, keys.New(""), window.Hour, store.Options{MaxPairsPerCall: maxPairs,
+		Candidates: testenv.EnvInt("TOPK_BENCH_CANDIDATES", 0)})
 	ctx := context.Background()
 	draw := workloadFlushes(b, partitions)
 	flush := func() []store.Part { return draw(events) }
