@@ -140,6 +140,7 @@
 
 -- #include fence.lua
 -- #include bulk.lua
+-- #include cand.lua
 
 -- scan_part finds the part that starts at a (after its chunk) over b
 -- buckets: it returns the ARGV index after it and the index of each
@@ -325,26 +326,6 @@ local function fold_late(base, bucket, hour, hret, marks, member, n)
     redis.call('ZINCRBY', h, add, member)
     redis.call('EXPIREAT', h, (hour + 1) * 3600 + hret)
   end
-end
-
--- trim bounds cand (see above) and returns the floor.
-local function trim(cand, floor_key, floor, c)
-  local n = redis.call('ZCARD', cand)
-  if n <= 2 * c then
-    return floor
-  end
-  local cth = tonumber(redis.call('ZRANGE', cand, n - c, n - c, 'WITHSCORES')[2])
-  local below = redis.call('ZRANGE', cand, '(' .. cth, '-inf', 'BYSCORE', 'REV', 'WITHSCORES', 'LIMIT', 0, 1)
-  if #below == 0 then
-    return floor -- ties at the c-th count: keep them all
-  end
-  redis.call('ZREMRANGEBYSCORE', cand, '-inf', '(' .. cth)
-  local left = tonumber(below[2])
-  if left > floor then
-    redis.call('SET', floor_key, left, 'KEEPTTL')
-    return left
-  end
-  return floor
 end
 
 -- roll_marks reads a workspace's roll hash, a handful of fields: the

@@ -78,9 +78,9 @@ func (s *Script) Exec(ctx context.Context, c rueidis.Client, keys, args []string
 
 // libraries are the Lua files shared by several scripts: a script's line
 // "-- #include <name>" is replaced by the library's text, so the scripts
-// that share a protocol (fence.lua) or a helper (bulk.lua) share its one
+// that share a protocol (fence.lua) or a helper (bulk.lua, cand.lua) share its one
 // copy.
-var libraries = map[string]string{"fence.lua": fenceSource, "bulk.lua": bulkSource}
+var libraries = map[string]string{"fence.lua": fenceSource, "bulk.lua": bulkSource, "cand.lua": candSource}
 
 // include returns source with its include lines replaced (see libraries).
 // A script that names a library that does not exist is a programming
@@ -134,6 +134,8 @@ var (
 	fenceSource string
 	//go:embed bulk.lua
 	bulkSource string
+	//go:embed cand.lua
+	candSource string
 	//go:embed ingest.lua
 	ingestSource string
 	//go:embed refresh.lua

@@ -30,7 +30,7 @@ func TestReadOnlyScripts(t *testing.T) {
 // TestFencedScriptsShareTheProtocol: the three fenced scripts take
 // fence.lua's one copy of the protocol in place of their include line, and
 // no script is left with an include line or a copy of its own; nor with a
-// second copy of bulk.lua's helper.
+// second copy of bulk.lua's or cand.lua's helper.
 func TestFencedScriptsShareTheProtocol(t *testing.T) {
 	fenced := map[*Script]bool{Ingest: true, GlobalAdd: true, Activity: true}
 	for _, s := range All() {
@@ -40,8 +40,10 @@ func TestFencedScriptsShareTheProtocol(t *testing.T) {
 		if got := strings.Count(s.Source, "local function judge("); got != map[bool]int{true: 1}[fenced[s]] {
 			t.Errorf("%s: %d copies of judge", s.Name, got)
 		}
-		if got := strings.Count(s.Source, "local function bulk("); got > 1 {
-			t.Errorf("%s: %d copies of bulk", s.Name, got)
+		for _, helper := range []string{"bulk", "trim"} {
+			if got := strings.Count(s.Source, "local function "+helper+"("); got > 1 {
+				t.Errorf("%s: %d copies of %s", s.Name, got, helper)
+			}
 		}
 		if fenced[s] && !strings.HasPrefix(s.Source, "#!lua\n") {
 			t.Errorf("%s: the shebang line is no longer first", s.Name)

@@ -14,14 +14,14 @@
 --            expiry of that minute's bucket, so `through` outlives every
 --            bucket it speaks for
 -- ARGV[8]    c, the candidates a rescan keeps (as ingest.lua's ARGV[3])
--- ARGV[9]    the most bucket members a group subtracts in one call (see
---            "A slide in parts")
+-- ARGV[9]    the most bucket members a group subtracts, or sum channels it
+--            rescans, in one call (see "A slide in parts", "A rescan in parts")
 -- ARGV[10]   "1" to cache rankings; "0" in a call that only goes on with
---            slides: a group whose slide is not over then leaves its ranking
---            as it is (see "A slide in parts")
+--            slides and rescans: a group whose slide or rescan is not over
+--            then leaves its ranking as it is
 -- then, per group: b, and the b unix minutes whose buckets the group passes
 -- KEYS, per group: top, meta, win, through, minutes, cand, floor, pend,
---   slide, out, bucket_1 .. bucket_b
+--   slide, out, rescan, bucket_1 .. bucket_b
 --   top      <prefix>:{w:<ws>}:top:<window>       the cached result
 --   meta     <prefix>:{w:<ws>}:top:<window>:meta  its metadata
 --   win, through, minutes, cand, floor, pend: see ingest.lua
@@ -30,6 +30,9 @@
 --   out      <prefix>:{w:<ws>}:win:<window>:slide:out  hash: per
 --            member, the part of its count in m's bucket that win does
 --            not hold (subtracted, or come after the slide began)
+--   rescan   <prefix>:{w:<ws>}:win:<window>:rescan  hash: while cand is
+--            rebuilt from win in parts, cursor (where the scan of win
+--            stands) and floor (the bound it began with)
 -- Reply      array, per group: an integer, the number of entries in the new
 --            cached result, or -1 when the group must wait for held counts
 --            (see "Held counts"); or an array of the unix minutes (strings)
@@ -37,7 +40,9 @@
 --            them (a group that waits or asks changed nothing); or
 --            {'slide', m, n}: part of minute m's bucket was subtracted and
 --            n entries cached, and the caller calls again with m's bucket
---            to go on.
+--            to go on; or {'rescan', n}: part of win was rescanned and n
+--            entries cached (-1: none, the ranking waits), and the caller
+--            calls again to go on.
 --
 -- Sliding: every minute of `minutes` older than the window is subtracted
 -- from win, once: it leaves `minutes` and `through` moves past it in the
@@ -80,13 +85,32 @@
 -- Ranking (exact): the top K of cand is the window's when its K-th count is
 -- above floor, or floor is 0: any channel outside cand, or held at a count
 -- not above floor, counts at most floor. Counts only fall when minutes
--- leave, so that can stop being true; then cand is rebuilt from win (a scan
--- of win, which a steady workspace seldom needs). Order: count descending,
+-- leave, so that can stop being true; then cand is rebuilt from win (a
+-- rescan, which a steady workspace seldom needs). Order: count descending,
 -- ties by channel id in descending byte order, which is exactly the order
 -- ZREVRANGE returns, so readers need no re-sort. An empty window deletes
 -- the cached set; the metadata stays (with its TTL) so readers can tell "no
 -- activity" from "never computed".
+--
+-- A rescan in parts: reading a sum of a million channels into cand took
+-- 10 s in one call, and one of 10,000 channels 31 ms. So cand is refilled
+-- in place, about ARGV[9] of win's channels a call (an HSCAN from rescan's
+-- cursor), each written to cand at its count when above floor, and cand
+-- trimmed as ingest.lua trims it. When the rescan begins, its bound F (the
+-- floor) goes to rescan and floor starts again from 0, so ingest.lua
+-- writes every count it raises to cand, and floor rises only with the
+-- trims. Meanwhile every channel counting more than max(F, floor) is in
+-- cand at its count: those above F were, a count ingest.lua raises above
+-- floor is written, a scanned one is written at its count, a slide writes
+-- the counts it lowers, and a trim raises floor above what it drops. So
+-- the ranking and pkg/hoursum take max(F, floor) as the bound while the
+-- rescan goes on (a ranking whose K-th count is not above it waits). Once
+-- the scan is over every channel has been written or was raised since
+-- (HSCAN returns every field present for the whole scan), so floor alone
+-- is the bound again. A sum rebuilt from the buckets has no candidates to
+-- go by, so it is rescanned whole in the call that rebuilt it.
 -- #include bulk.lua
+-- #include cand.lua
 
 local first, k, c, budget, rank = tonumber(ARGV[6]), tonumber(ARGV[1]), tonumber(ARGV[8]), tonumber(ARGV[9]), ARGV[10] == '1'
 
@@ -110,31 +134,56 @@ local function copy_expiry(dst, src)
   end
 end
 
--- rescan rebuilds cand and floor from win: every channel, then those below
--- the keep-th highest count leave, and floor is the highest count that left.
-local function rescan(win, cand, floor_key, keep)
-  redis.call('DEL', cand, floor_key)
-  local all = redis.call('HGETALL', win)
-  if #all == 0 then
-    return
+-- ranks says whether cand's top k is the window's when no channel outside
+-- it counts more than bound (see "Ranking").
+local function ranks(cand, bound)
+  return bound == 0 or redis.call('ZCOUNT', cand, '(' .. bound, '+inf') >= k
+end
+
+-- start_rescan begins a rescan of win into cand whose readers go by bound
+-- until it ends (see "A rescan in parts").
+local function start_rescan(win, floor_key, rescan, bound)
+  redis.call('DEL', floor_key)
+  redis.call('HSET', rescan, 'cursor', 0, 'floor', bound)
+  copy_expiry(rescan, win)
+end
+
+-- rescan_part goes on with the rescan of win into cand: the channels the
+-- next HSCAN of about `budget` returns, those above floor written to cand
+-- at their counts, and cand trimmed to its keep highest. It says whether
+-- the rescan is over.
+local function rescan_part(win, cand, floor_key, rescan, keep)
+  local floor = tonumber(redis.call('GET', floor_key)) or 0
+  local scan = redis.call('HSCAN', win, redis.call('HGET', rescan, 'cursor'), 'COUNT', budget)
+  local items, zadd = scan[2], {}
+  for i = 1, #items, 2 do
+    local n = tonumber(items[i + 1])
+    if n > floor then
+      zadd[#zadd + 1], zadd[#zadd + 2] = n, items[i]
+    end
   end
-  local zadd = {}
-  for i = 1, #all, 2 do
-    zadd[i], zadd[i + 1] = all[i + 1], all[i]
+  if #zadd > 0 then
+    bulk('ZADD', cand, zadd)
+    copy_expiry(cand, win)
+    if trim(cand, floor_key, floor, keep) > floor then
+      copy_expiry(floor_key, win)
+    end
   end
-  bulk('ZADD', cand, zadd)
-  copy_expiry(cand, win)
-  local n = #all / 2
-  if n <= keep then
-    return
+  if scan[1] == '0' then
+    redis.call('UNLINK', rescan)
+    return true
   end
-  local cth = redis.call('ZRANGE', cand, n - keep, n - keep, 'WITHSCORES')[2]
-  local below = redis.call('ZRANGE', cand, '(' .. cth, '-inf', 'BYSCORE', 'REV', 'WITHSCORES', 'LIMIT', 0, 1)
-  if #below > 0 then
-    redis.call('ZREMRANGEBYSCORE', cand, '-inf', '(' .. cth)
-    redis.call('SET', floor_key, below[2])
-    copy_expiry(floor_key, win)
+  redis.call('HSET', rescan, 'cursor', scan[1])
+  return false
+end
+
+-- going is the reply of a group whose slide (part) or rescan goes on, n
+-- entries cached (-1: none).
+local function going(part, n)
+  if part then
+    return { 'slide', part.m, n }
   end
+  return { 'rescan', n }
 end
 
 -- subtract takes a leaving bucket's counts out of win and cand.
@@ -270,7 +319,7 @@ local function rebuild(win, inside, passed)
 end
 
 -- refresh does one group; passed maps a minute to its bucket key.
-local function refresh(top, meta, win, through, minutes, cand, floor_key, pend, slide, out, passed)
+local function refresh(top, meta, win, through, minutes, cand, floor_key, pend, slide, out, rescan, passed)
   local stale = false -- cand must be rebuilt from win
   local part -- the minute sliding out in parts, while it is not done
   local slide_lost = false -- its bucket expired mid-slide (no refresh for about an hour)
@@ -345,26 +394,45 @@ local function refresh(top, meta, win, through, minutes, cand, floor_key, pend, 
     redis.call('ZREMRANGEBYSCORE', minutes, '-inf', '(' .. first)
     redis.call('SET', through, first - 1, 'EXAT', ARGV[7])
   end
-  if part and not rank then
-    return { 'slide', part.m, -1 } -- the ranking of the call before stands
+  -- The rescan, begun when fewer than k candidates are above floor, goes
+  -- on a part a call; the bound readers go by is the higher of floor and
+  -- the one it began with (see "A rescan in parts").
+  local keep = math.max(c, k)
+  local scanning = tonumber(redis.call('HGET', rescan, 'floor'))
+  if stale then
+    redis.call('DEL', cand)
+    start_rescan(win, floor_key, rescan, 0)
+    while not rescan_part(win, cand, floor_key, rescan, keep) do
+    end
+    scanning = nil
+  else
+    if not scanning then
+      local floor = tonumber(redis.call('GET', floor_key)) or 0
+      if not ranks(cand, floor) then
+        start_rescan(win, floor_key, rescan, floor)
+        scanning = floor
+      end
+    end
+    if scanning and rescan_part(win, cand, floor_key, rescan, keep) then
+      scanning = nil
+    end
+  end
+  local on = part or scanning -- a slide or a rescan goes on after this call
+  if on and not rank then
+    return going(part, -1) -- the ranking of the call before stands
   end
 
-  local floor = tonumber(redis.call('GET', floor_key)) or 0
-  if not stale and floor > 0 and redis.call('ZCOUNT', cand, '(' .. floor, '+inf') < k then
-    stale = true
-  end
-  if stale then
-    rescan(win, cand, floor_key, math.max(c, k))
-    floor = tonumber(redis.call('GET', floor_key)) or 0
-  end
+  local bound = math.max(tonumber(redis.call('GET', floor_key)) or 0, scanning or 0)
   local n
   if part then
-    n = sliding_top(top, cand, floor, out, part.bucket)
-    if n == nil then
-      return { 'slide', part.m, -1 } -- the ranking waits for the slide's end
-    end
-  else
+    n = sliding_top(top, cand, bound, out, part.bucket)
+  elseif ranks(cand, bound) then
     n = redis.call('ZRANGESTORE', top, cand, 0, k - 1, 'REV')
+  end
+  if n == nil then
+    -- The ranking waits for the slide or the rescan; or, when a slide
+    -- during the rescan lowered counts again, for the next rescan.
+    return going(part, -1)
   end
   if n > 0 then
     redis.call('EXPIRE', top, ARGV[5])
@@ -372,8 +440,8 @@ local function refresh(top, meta, win, through, minutes, cand, floor_key, pend, 
   redis.call('HSET', meta, 'computed_at', ARGV[2], 'window_start', ARGV[3],
     'window_end', ARGV[4], 'k', ARGV[1])
   redis.call('EXPIRE', meta, ARGV[5])
-  if part then
-    return { 'slide', part.m, n }
+  if on then
+    return going(part, n)
   end
   return n
 end
@@ -384,10 +452,10 @@ while ki <= #KEYS do
   local b = tonumber(ARGV[ai])
   local passed = {}
   for i = 1, b do
-    passed[ARGV[ai + i]] = KEYS[ki + 9 + i]
+    passed[ARGV[ai + i]] = KEYS[ki + 10 + i]
   end
   replies[#replies + 1] = refresh(KEYS[ki], KEYS[ki + 1], KEYS[ki + 2], KEYS[ki + 3], KEYS[ki + 4],
-    KEYS[ki + 5], KEYS[ki + 6], KEYS[ki + 7], KEYS[ki + 8], KEYS[ki + 9], passed)
-  ki, ai = ki + 10 + b, ai + 1 + b
+    KEYS[ki + 5], KEYS[ki + 6], KEYS[ki + 7], KEYS[ki + 8], KEYS[ki + 9], KEYS[ki + 10], passed)
+  ki, ai = ki + 11 + b, ai + 1 + b
 end
 return replies

@@ -85,7 +85,8 @@ func read(ctx context.Context, c rueidis.Client, wk keys.Workspace, now time.Tim
 		c.B().Get().Key(wk.WinFloor(win)).Build(),
 		c.B().Zrange().Key(wk.WinMinutes(win)).Min("0").Max("0").Build(),
 		read,
-		c.B().Hget().Key(wk.WinSlide(win)).Field("m").Build())
+		c.B().Hget().Key(wk.WinSlide(win)).Field("m").Build(),
+		c.B().Hget().Key(wk.WinRescan(win)).Field("floor").Build())
 	if err != nil {
 		return Sum{}, "", err
 	}
@@ -102,6 +103,13 @@ func read(ctx context.Context, c rueidis.Client, wk keys.Workspace, now time.Tim
 		}
 	}
 	if s.Floor, err = replies[1].AsInt64(); err != nil && !rueidis.IsRedisNil(err) {
+		return Sum{}, "", err
+	}
+	// While cand is rescanned in parts, the floor it began with bounds the
+	// channels missing from it too (refresh.lua, "A rescan in parts").
+	if began, err := replies[5].AsInt64(); err == nil && began > s.Floor {
+		s.Floor = began
+	} else if err != nil && !rueidis.IsRedisNil(err) {
 		return Sum{}, "", err
 	}
 	if whole {

@@ -182,6 +182,12 @@ func (w Workspace) WinSlideOut(window string) string {
 	return w.base + "win:" + window + ":slide:out"
 }
 
+// WinRescan holds, while WinCand is refilled from Win in parts
+// (refresh.lua, "A rescan in parts"), where the scan of Win stands and the
+// floor the rescan began with, which bounds the channels missing from
+// WinCand until it is over (hash: cursor, floor).
+func (w Workspace) WinRescan(window string) string { return w.base + "win:" + window + ":rescan" }
+
 // Hour is the hour bucket of unix hour h (seconds since the epoch / 3600).
 func (w Workspace) Hour(h int64) string { return w.base + "h:" + strconv.FormatInt(h, 10) }
 

@@ -47,16 +47,17 @@ func WithSlideBudget(o Options, n int, d time.Duration) Options {
 
 // RefreshOnce is one refresh.lua call for workspace ws at now, passing the
 // buckets of minutes. It returns the minute still sliding out in parts (0:
-// none); a call that asks for other buckets or waits is an error here.
-func (s *Store) RefreshOnce(ctx context.Context, ws string, now time.Time, k int, minutes []int64) (int64, error) {
+// none) and whether a slide or a rescan goes on after it; a call that asks
+// for other buckets or waits is an error here.
+func (s *Store) RefreshOnce(ctx context.Context, ws string, now time.Time, k int, minutes []int64) (int64, bool, error) {
 	r, err := s.refreshCall(ctx, []refreshGroup{{ws: ws, minutes: minutes}}, s.refreshArgs(now, k, true))
 	switch {
 	case err != nil:
-		return 0, err
+		return 0, false, err
 	case len(r.asked) > 0 || len(r.waiting) > 0:
-		return 0, fmt.Errorf("refresh asked for %v or waits (%v)", r.asked, r.waiting)
-	case len(r.sliding) == 1:
-		return r.sliding[0].minutes[0], nil
+		return 0, false, fmt.Errorf("refresh asked for %v or waits (%v)", r.asked, r.waiting)
+	case len(r.going) == 1 && len(r.going[0].minutes) == 1:
+		return r.going[0].minutes[0], true, nil
 	}
-	return 0, nil
+	return 0, len(r.going) == 1, nil
 }

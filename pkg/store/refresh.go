@@ -22,8 +22,8 @@ import (
 // it is and marked dirty again, so that the next refresh tries it again.
 func (s *Store) Refresh(ctx context.Context, workspaces []string, now time.Time, k int) error {
 	first := s.win.First(now)
-	// A call that only goes on with slides leaves the rankings as they are
-	// (refresh.lua, "A slide in parts").
+	// A call that only goes on with slides or rescans leaves the rankings as
+	// they are (refresh.lua, "A slide in parts", "A rescan in parts").
 	rank, more := s.refreshArgs(now, k, true), s.refreshArgs(now, k, false)
 	// Every group passes the bucket of the minute that left last: at one
 	// tick a second, that is the only one a refresh ever has to subtract.
@@ -33,14 +33,14 @@ func (s *Store) Refresh(ctx context.Context, workspaces []string, now time.Time,
 		todo[i] = refreshGroup{ws: ws, minutes: lastLeft}
 	}
 	var waiting []string
-	var sliding []refreshGroup
+	var going []refreshGroup
 	began := time.Now()
-	for asked := 0; len(todo)+len(sliding) > 0; {
+	for asked := 0; len(todo)+len(going) > 0; {
 		var r refreshReplies
 		for _, round := range []struct {
 			groups []refreshGroup
 			args   []string
-		}{{todo, rank}, {sliding, more}} {
+		}{{todo, rank}, {going, more}} {
 			if len(round.groups) == 0 {
 				continue
 			}
@@ -57,13 +57,14 @@ func (s *Store) Refresh(ctx context.Context, workspaces []string, now time.Time,
 					ErrBadReply, len(r.asked), refreshAttempts)
 			}
 		}
-		todo, sliding = r.asked, nil
-		// A slide in parts goes on in this refresh for a while, then at
-		// the next one: the dirty set brings its workspace back.
+		todo, going = r.asked, nil
+		// A slide or a rescan in parts goes on in this refresh for a
+		// while, then at the next one: the dirty set brings its workspace
+		// back.
 		if time.Since(began) < s.opts.slideTime {
-			sliding = r.sliding
+			going = r.going
 		} else {
-			for _, g := range r.sliding {
+			for _, g := range r.going {
 				waiting = append(waiting, g.ws)
 			}
 		}
@@ -77,7 +78,7 @@ func (s *Store) Refresh(ctx context.Context, workspaces []string, now time.Time,
 }
 
 // refreshArgs are the arguments every refresh.lua call at now starts with;
-// rank false for a call that only goes on with slides.
+// rank false for a call that only goes on with slides and rescans.
 func (s *Store) refreshArgs(now time.Time, k int, rank bool) []string {
 	first := s.win.First(now)
 	cache := "0"
@@ -99,7 +100,8 @@ func (s *Store) refreshArgs(now time.Time, k int, rank bool) []string {
 }
 
 // defaultSlideTime bounds how long one Refresh goes on with minutes that
-// slide out in parts (refresh.lua, "A slide in parts"), so that the other
+// slide out in parts and candidate sets rescanned in parts (refresh.lua, "A
+// slide in parts", "A rescan in parts"), so that the other
 // workspaces' rankings are not held up: some hundred calls of a few
 // milliseconds, and Redis serves everyone else between them. A slide not
 // over by then goes on at the next refresh.
@@ -126,13 +128,13 @@ type refreshGroup struct {
 // refreshReplies sorts the groups of refresh.lua calls by what comes next.
 type refreshReplies struct {
 	asked   []refreshGroup // asked for more buckets: the minutes they asked for
-	sliding []refreshGroup // a minute slides out in parts: that minute
+	going   []refreshGroup // a slide (its minute) or a rescan goes on in parts
 	waiting []string       // workspaces that wait for held counts
 }
 
 func (r *refreshReplies) add(o refreshReplies) {
 	r.asked = append(r.asked, o.asked...)
-	r.sliding = append(r.sliding, o.sliding...)
+	r.going = append(r.going, o.going...)
 	r.waiting = append(r.waiting, o.waiting...)
 }
 
@@ -170,14 +172,14 @@ func (s *Store) refreshRound(ctx context.Context, groups []refreshGroup, args []
 }
 
 func (s *Store) refreshCall(ctx context.Context, groups []refreshGroup, args []string) (refreshReplies, error) {
-	ks := make([]string, 0, 11*len(groups))
+	ks := make([]string, 0, 12*len(groups))
 	as := append(make([]string, 0, len(args)+2*len(groups)), args...)
 	for _, g := range groups {
 		wk := s.keys.Workspace(g.ws)
 		ks = append(ks, wk.Top(keys.Window1h), wk.TopMeta(keys.Window1h),
 			wk.Win(keys.Window1h), wk.WinThrough(keys.Window1h), wk.WinMinutes(keys.Window1h),
 			wk.WinCand(keys.Window1h), wk.WinFloor(keys.Window1h), wk.WinPend(keys.Window1h),
-			wk.WinSlide(keys.Window1h), wk.WinSlideOut(keys.Window1h))
+			wk.WinSlide(keys.Window1h), wk.WinSlideOut(keys.Window1h), wk.WinRescan(keys.Window1h))
 		as = append(as, strconv.Itoa(len(g.minutes)))
 		for _, m := range g.minutes {
 			ks = append(ks, wk.Bucket(m))
@@ -204,12 +206,16 @@ func (s *Store) refreshCall(ctx context.Context, groups []refreshGroup, args []s
 		if err != nil {
 			return refreshReplies{}, fmt.Errorf("%w: refresh.lua reply for %q: %v", ErrBadReply, ws, err)
 		}
-		if len(arr) == 3 && isSlide(arr[0]) {
+		switch {
+		case len(arr) == 3 && isTag(arr[0], "slide"):
 			m, err := arr[1].AsInt64()
 			if err != nil {
 				return refreshReplies{}, fmt.Errorf("%w: refresh.lua slide reply for %q: %v", ErrBadReply, ws, err)
 			}
-			r.sliding = append(r.sliding, refreshGroup{ws: ws, minutes: []int64{m}})
+			r.going = append(r.going, refreshGroup{ws: ws, minutes: []int64{m}})
+			continue
+		case len(arr) == 2 && isTag(arr[0], "rescan"):
+			r.going = append(r.going, refreshGroup{ws: ws})
 			continue
 		}
 		minutes, err := reply.AsIntSlice()
@@ -221,10 +227,10 @@ func (s *Store) refreshCall(ctx context.Context, groups []refreshGroup, args []s
 	return r, nil
 }
 
-// isSlide says whether a reply's first element is refresh.lua's "slide".
-func isSlide(m rueidis.RedisMessage) bool {
-	tag, err := m.ToString()
-	return err == nil && tag == "slide"
+// isTag says whether a reply's first element is refresh.lua's tag.
+func isTag(m rueidis.RedisMessage, tag string) bool {
+	s, err := m.ToString()
+	return err == nil && s == tag
 }
 
 // Beat records that the scheduler completed a pass over window at t.

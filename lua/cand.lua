@@ -1,0 +1,27 @@
+-- cand.lua: the bound on an hour's candidate set, shared by ingest.lua
+-- (which trims it as counts rise) and refresh.lua (which trims it as a
+-- rescan refills it). It is not a script: package lua puts it in place of
+-- each script's "-- #include cand.lua" line, as it does bulk.lua.
+
+-- trim bounds cand to its keep highest counts (ties at the keep-th count
+-- stay) once it holds more than 2 * keep, and returns the floor: the
+-- highest count that left, if above the floor it had, which it writes to
+-- floor_key (keeping that key's expiry; the callers set it).
+local function trim(cand, floor_key, floor, keep)
+  local n = redis.call('ZCARD', cand)
+  if n <= 2 * keep then
+    return floor
+  end
+  local cth = tonumber(redis.call('ZRANGE', cand, n - keep, n - keep, 'WITHSCORES')[2])
+  local below = redis.call('ZRANGE', cand, '(' .. cth, '-inf', 'BYSCORE', 'REV', 'WITHSCORES', 'LIMIT', 0, 1)
+  if #below == 0 then
+    return floor -- ties at the keep-th count: keep them all
+  end
+  redis.call('ZREMRANGEBYSCORE', cand, '-inf', '(' .. cth)
+  local left = tonumber(below[2])
+  if left > floor then
+    redis.call('SET', floor_key, left, 'KEEPTTL')
+    return left
+  end
+  return floor
+end
