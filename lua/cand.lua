@@ -1,7 +1,16 @@
--- cand.lua: the bound on an hour's candidate set, shared by ingest.lua
+-- cand.lua: the size of an hour's candidate set and its bound, shared by ingest.lua
 -- (which trims it as counts rise) and refresh.lua (which trims it as a
 -- rescan refills it). It is not a script: package lua puts it in place of
 -- each script's "-- #include cand.lua" line, as it does bulk.lua.
+
+-- keep_for is how many of the highest counts cand keeps at least: c, and
+-- never fewer than one and a half times k, the k of the cached ranking
+-- (ingest.lua reads it from the ranking's meta), so that a refresh finds
+-- k candidates above the floor after the minutes leaving the window have
+-- lowered some of them, without rescanning the sum (refresh.lua).
+local function keep_for(c, k)
+  return math.max(c, k + math.floor(k / 2))
+end
 
 -- trim bounds cand to its keep highest counts (ties at the keep-th count
 -- stay) once it holds more than 2 * keep, and returns the floor: the

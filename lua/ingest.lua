@@ -22,7 +22,7 @@
 --   'l'  no counts (b = 0): the mark that a source's held buckets
 --        landed, up to its last offset (see "Held counts")
 -- KEYS, per group: for a sum group: fence, win, through, minutes, cand,
---   floor, pend; for a bucket group: fence, roll, fold, bucket_1 ..
+--   floor, pend, meta; for a bucket group: fence, roll, fold, bucket_1 ..
 --   bucket_b; for a mark: pend
 --   fence     <prefix>:{w:<ws>}:fence           hash, source -> the last offset
 --             whose counts are applied (see "Fences" below)
@@ -35,13 +35,16 @@
 --   cand      <prefix>:{w:<ws>}:win:1h:cand     sorted set, the window's candidates
 --   floor     <prefix>:{w:<ws>}:win:1h:floor    string, the candidates' floor
 --   pend      <prefix>:{w:<ws>}:win:1h:pend     hash, the counts held (see below)
+--   meta      <prefix>:{w:<ws>}:top:1h:meta     hash, the cached ranking's
+--             metadata: its k sets how many candidates cand keeps
 --   roll      <prefix>:{w:<ws>}:roll            hash, the rollup watermarks (rollup.lua)
 --             and the hours of the long windows' sums (windows.lua)
 --   fold      <prefix>:{w:<ws>}:fold            sorted set, minutes not folded yet
 --   bucket_i  <prefix>:{w:<ws>}:m:<minute_i>    sorted set, one minute's counts
 -- ARGV[1], ARGV[2]  retention of hour and day buckets, seconds
--- ARGV[3]   c: cand keeps at least the c highest counts (the scheduler's k
---           must not exceed it, or refresh.lua rescans win)
+-- ARGV[3]   c: cand keeps at least the c highest counts, and at least one
+--           and a half times the k of the cached ranking (cand.lua's
+--           keep_for), which refresh.lua writes to meta
 -- ARGV, then per group: kind, base, source, first, last, b, then per
 --   bucket: minute, expire_at; then p, and p parts, each: chunk, then per
 --   bucket: n, increment_1, member_1, ..., increment_n, member_n
@@ -107,9 +110,10 @@
 -- channel whose count in win is above floor is in cand, at that count
 -- (a channel in cand at or below floor may hold a lower count than win's).
 -- An increment that takes a count above floor writes it to cand. When cand
--- holds more than 2c channels, those below its c-th highest count leave it
--- and floor rises to the highest count that left, so cand stays small and
--- the invariant holds. Counts only grow here; refresh.lua keeps it when a
+-- holds more than twice its keep (c, or one and a half times the cached
+-- ranking's k if more) channels, those below its keep-th highest count
+-- leave it and floor rises to the highest count that left, so cand stays
+-- small and the invariant holds. Counts only grow here; refresh.lua keeps it when a
 -- minute leaves the window, and reads the top K from cand.
 --
 -- Rollups (bucket groups): a minute already folded into its hour bucket
@@ -376,6 +380,7 @@ end
 -- of its minutes.
 local function add_sum(k, g, apply, c)
   local win, minutes, cand, floor_key, pend = KEYS[k + 1], KEYS[k + 3], KEYS[k + 4], KEYS[k + 5], KEYS[k + 6]
+  local keep = keep_for(c, tonumber(redis.call('HGET', KEYS[k + 7], 'k')) or 0)
   local through = tonumber(redis.call('GET', KEYS[k + 2]))
   local cand_floor = tonumber(redis.call('GET', floor_key)) or 0
   local added, latest, latest_in_win, in_win = 0, 0, 0, {}
@@ -415,7 +420,7 @@ local function add_sum(k, g, apply, c)
     raise_expiry(win, latest_in_win)
     raise_expiry(minutes, latest_in_win)
     raise_expiry(cand, latest_in_win)
-    if trim(cand, floor_key, cand_floor, c) > 0 then
+    if trim(cand, floor_key, cand_floor, keep) > 0 then
       raise_expiry(floor_key, latest_in_win)
     end
     if g.kind == 's' and g.source ~= '' then
@@ -560,7 +565,7 @@ local function write(k, g, group)
   if g.kind == 'b' then
     return 3 + g.b
   end
-  return 7
+  return 8
 end
 
 local k, a, group = 1, 4, 0

@@ -13,7 +13,7 @@
 -- ARGV[7]    expiry (unix seconds) for `through` once it is ARGV[6]-1: the
 --            expiry of that minute's bucket, so `through` outlives every
 --            bucket it speaks for
--- ARGV[8]    c, the candidates a rescan keeps (as ingest.lua's ARGV[3])
+-- ARGV[8]    c: a rescan keeps cand.lua's keep_for(c, k) (as ingest.lua, ARGV[3])
 -- ARGV[9]    the most bucket members a group subtracts, or sum channels it
 --            rescans, in one call (see "A slide in parts", "A rescan in parts")
 -- ARGV[10]   "1" to cache rankings; "0" in a call that only goes on with
@@ -397,7 +397,7 @@ local function refresh(top, meta, win, through, minutes, cand, floor_key, pend, 
   -- The rescan, begun when fewer than k candidates are above floor, goes
   -- on a part a call; the bound readers go by is the higher of floor and
   -- the one it began with (see "A rescan in parts").
-  local keep = math.max(c, k)
+  local keep = keep_for(c, k)
   local scanning = tonumber(redis.call('HGET', rescan, 'floor'))
   if stale then
     redis.call('DEL', cand)

@@ -498,7 +498,7 @@ func (ic *ingestCalls) addOne(g ingestGroup, order []int64) {
 		}
 	} else {
 		c.keys = append(c.keys, wk.Fence(), wk.Win(keys.Window1h), wk.WinThrough(keys.Window1h), wk.WinMinutes(keys.Window1h),
-			wk.WinCand(keys.Window1h), wk.WinFloor(keys.Window1h), wk.WinPend(keys.Window1h))
+			wk.WinCand(keys.Window1h), wk.WinFloor(keys.Window1h), wk.WinPend(keys.Window1h), wk.TopMeta(keys.Window1h))
 	}
 	c.args = append(c.args, string(g.kind), wk.Base(), g.src.Name, strconv.FormatInt(g.src.First, 10), strconv.FormatInt(g.src.Last, 10),
 		strconv.Itoa(len(order)))

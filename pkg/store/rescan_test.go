@@ -163,3 +163,63 @@ func TestRescanInParts(t *testing.T) {
 		})
 	}
 }
+
+// TestCandidatesFollowTheRankingsK: the candidate set keeps one and a half
+// times the cached ranking's k when that is more than Options.Candidates
+// (cand.lua's keep_for; ingest.lua reads k from the ranking's meta), so a
+// scheduler whose k is larger than the workers' candidates does not make
+// every refresh rescan the hour sum.
+func TestCandidatesFollowTheRankingsK(t *testing.T) {
+	const k = 20
+	ctx := context.Background()
+	st, c := newStore(t, store.Options{Candidates: 3})
+	wk := keys.New("").Workspace("w")
+	m := futureDay()*24*60 + 300
+	truth := windowTruth{}
+	write := func(round int) {
+		cs := store.Counts{}
+		for i := range 100 {
+			n := int64(1 + (i*7+round*13)%50)
+			truth.add(m, fmt.Sprintf("c%03d", i), n)
+			cs.Add("w", m, fmt.Sprintf("c%03d", i), n)
+		}
+		apply(t, st, cs)
+	}
+	hscans := func() int64 {
+		var n int64
+		for f, v := range testenv.RedisInfo(t, c) {
+			if f == "cmdstat_hscan" {
+				fmt.Sscanf(v, "calls=%d", &n)
+			}
+		}
+		return n
+	}
+	write(0)
+	// The first ranking of k: the set was trimmed to Options.Candidates
+	// before any ranking said its k, so this refresh rescans.
+	if err := st.Refresh(ctx, []string{"w"}, at(m), k); err != nil {
+		t.Fatal(err)
+	}
+	for round := 1; round <= 3; round++ {
+		write(round)
+		if n, err := c.Do(ctx, c.B().Zcard().Key(wk.WinCand(keys.Window1h)).Build()).AsInt64(); err != nil || n < k+k/2 {
+			t.Fatalf("round %d: %d candidates (%v), want at least %d", round, n, err, k+k/2)
+		}
+		before := hscans()
+		now := at(m).Add(time.Duration(round) * time.Second)
+		if err := st.Refresh(ctx, []string{"w"}, now, k); err != nil {
+			t.Fatal(err)
+		}
+		if n := hscans() - before; n != 0 {
+			t.Fatalf("round %d: the refresh rescanned the sum (%d HSCANs)", round, n)
+		}
+		res, err := st.ReadTop(ctx, "w", keys.Window1h, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := res.Entries, testenv.ExactTop(truth.since(m), k); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("round %d: ranking %v, want %v", round, got, want)
+		}
+		readWin(t, c, wk)
+	}
+}

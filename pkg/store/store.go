@@ -36,9 +36,14 @@ const (
 	DefaultMaxPairsPerCall = 500
 	DefaultParallelCalls   = 16
 	// DefaultCandidates is how many of a workspace's highest hour counts
-	// its candidate set keeps at least (see ingest.lua): five times the
-	// default k, so that minutes leaving the window seldom empty it.
-	DefaultCandidates = 500
+	// its candidate set keeps at least (see ingest.lua): one and a half
+	// times the default k, as the scripts keep for any k (cand.lua's
+	// keep_for). Fewer candidates mean fewer counts written to the set
+	// with every batch; at 150 rather than 500 minutes leaving the window
+	// still left k of them above the floor through 20 minutes of a busy
+	// workspace's steady state (BENCHMARKS.md, "Candidates: one and a half
+	// times k").
+	DefaultCandidates = 150
 )
 
 // Options tunes how writes are split into script calls.
@@ -51,8 +56,9 @@ type Options struct {
 	// split, so one larger than this makes one larger call.
 	MaxPairsPerCall int
 	// Candidates is how many of a workspace's highest hour counts its
-	// candidate set keeps at least (default DefaultCandidates). A refresh
-	// whose k exceeds it rescans the workspace's hour sum every time.
+	// candidate set keeps at least (default DefaultCandidates); the
+	// scripts keep one and a half times the cached ranking's k if that is
+	// more, so a scheduler's larger --k needs no change here.
 	Candidates int
 	// ParallelCalls bounds the script calls in flight at once. rueidis
 	// pipelines concurrent calls on one connection, so this is also the
