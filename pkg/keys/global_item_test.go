@@ -22,3 +22,11 @@ func TestParseGlobalItem(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkGlobalItem: a worker encodes an id for every count its global
+// hold writes. Run: go test -run '^$' -bench GlobalItem ./pkg/keys/
+func BenchmarkGlobalItem(b *testing.B) {
+	for range b.N {
+		_ = keys.GlobalItem("workspace-000123", "channel-0004567")
+	}
+}
