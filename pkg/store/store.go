@@ -36,14 +36,15 @@ const (
 	DefaultMaxPairsPerCall = 500
 	DefaultParallelCalls   = 16
 	// DefaultCandidates is how many of a workspace's highest hour counts
-	// its candidate set keeps at least (see ingest.lua): one and a half
-	// times the default k, as the scripts keep for any k (cand.lua's
-	// keep_for). Fewer candidates mean fewer counts written to the set
-	// with every batch; at 150 rather than 500 minutes leaving the window
-	// still left k of them above the floor through 20 minutes of a busy
-	// workspace's steady state (BENCHMARKS.md, "Candidates: one and a half
-	// times k").
-	DefaultCandidates = 150
+	// its candidate set keeps at least (see ingest.lua): five times the
+	// default k, so that minutes leaving the window seldom leave fewer
+	// than k above the floor, and the rising and distinct-user rankings of
+	// a large workspace, read from the candidates, are seldom bounded by
+	// the floor (docs/http-api.md). 150 measured no Redis time saved
+	// beyond this machine's noise (BENCHMARKS.md, "Candidates: one and a
+	// half times k"). Whatever c, the scripts keep one and a half times
+	// the cached ranking's k if that is more (cand.lua's keep_for).
+	DefaultCandidates = 500
 )
 
 // Options tunes how writes are split into script calls.
