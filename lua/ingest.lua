@@ -53,7 +53,9 @@
 --             all and all:err; folding, while rollup.lua folds that
 --             minute in chunks (fold_late); win:1h:slide and
 --             win:1h:slide:out, while refresh.lua slides a minute out in
---             parts; and tmp, a scratch set deleted before the call ends
+--             parts; win:1h:rescan, whose k sets the candidates kept while
+--             refresh.lua rescans the sum; and tmp, a scratch set deleted
+--             before the call ends
 --             (see pkg/keys; same hash tag, so same slot)
 --   source    "<topic>/<partition>" the counts were read from, or "" for
 --             counts with no source (then no fence applies)
@@ -111,10 +113,14 @@
 -- (a channel in cand at or below floor may hold a lower count than win's).
 -- An increment that takes a count above floor writes it to cand. When cand
 -- holds more than twice its keep (c, or one and a half times the cached
--- ranking's k if more) channels, those below its keep-th highest count
--- leave it and floor rises to the highest count that left, so cand stays
--- small and the invariant holds. Counts only grow here; refresh.lua keeps it when a
--- minute leaves the window, and reads the top K from cand.
+-- ranking's k, or the k of a rescan under way, if more) channels, those
+-- below its keep-th highest count leave it and floor rises to the highest
+-- count that left, so cand stays small and the invariant holds. Counts
+-- only grow here; refresh.lua keeps it when a minute leaves the window,
+-- and reads the top K from cand. While refresh.lua rescans win in parts,
+-- the bound is the higher of floor and the rescan's (refresh.lua, "A
+-- rescan in parts"): floor starts again from 0 then, so every count
+-- raised here goes to cand.
 --
 -- Rollups (bucket groups): a minute already folded into its hour bucket
 -- (at or before roll's h) also goes to the hour bucket, and one whose hour
@@ -380,7 +386,12 @@ end
 -- of its minutes.
 local function add_sum(k, g, apply, c)
   local win, minutes, cand, floor_key, pend = KEYS[k + 1], KEYS[k + 3], KEYS[k + 4], KEYS[k + 5], KEYS[k + 6]
-  local keep = keep_for(c, tonumber(redis.call('HGET', KEYS[k + 7], 'k')) or 0)
+  -- The candidates the cached ranking needs, and while a rescan goes on
+  -- those of the ranking it is for (refresh.lua, "A rescan in parts"):
+  -- trimmed to fewer, a rescan for a larger k would never end in one.
+  local ranked = tonumber(redis.call('HGET', KEYS[k + 7], 'k')) or 0
+  local rescanning = tonumber(redis.call('HGET', g.base .. 'win:1h:rescan', 'k')) or 0
+  local keep = keep_for(c, math.max(ranked, rescanning))
   local through = tonumber(redis.call('GET', KEYS[k + 2]))
   local cand_floor = tonumber(redis.call('GET', floor_key)) or 0
   local added, latest, latest_in_win, in_win = 0, 0, 0, {}

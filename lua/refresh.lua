@@ -40,15 +40,17 @@
 --            them (a group that waits or asks changed nothing); or
 --            {'slide', m, n}: part of minute m's bucket was subtracted and
 --            n entries cached, and the caller calls again with m's bucket
---            to go on; or {'rescan', n}: part of win was rescanned and n
---            entries cached (-1: none, the ranking waits), and the caller
---            calls again to go on.
+--            to go on; or {'rescan', n}: part of win was rescanned, or a
+--            rescan ended with fewer than k candidates above the floor
+--            (the next call begins another), and n entries cached (-1:
+--            none, the ranking waits), and the caller calls again to go on.
 --
 -- Sliding: every minute of `minutes` older than the window is subtracted
 -- from win, once: it leaves `minutes` and `through` moves past it in the
 -- same atomic step. A channel whose count drops is written to cand if cand
 -- holds it, and leaves win and cand at 0, so ingest.lua's invariant holds:
--- every channel above floor is in cand at its count in win. If such a bucket
+-- every channel above floor (during a rescan, above the rescan's bound) is
+-- in cand at its count in win. If such a bucket
 -- has expired before it could be subtracted (no refresh for longer than the
 -- grace), its counts are gone, so win is rebuilt from the window's buckets
 -- instead. Callers pass the bucket of the minute that left last, so that
@@ -93,7 +95,8 @@
 -- activity" from "never computed".
 --
 -- A rescan in parts: reading a sum of a million channels into cand took
--- 10 s in one call, and one of 10,000 channels 31 ms. So cand is refilled
+-- 4 to 5 s in one call (BenchmarkRescanRedis), and one of 10,000 channels
+-- 31 ms. So cand is refilled
 -- in place, about ARGV[9] of win's channels a call (an HSCAN from rescan's
 -- cursor), each written to cand at its count when above floor, and cand
 -- trimmed as ingest.lua trims it. When the rescan begins, its bound F (the
@@ -141,11 +144,12 @@ local function ranks(cand, bound)
 end
 
 -- start_rescan begins a rescan of win into cand whose readers go by bound
--- until it ends (see "A rescan in parts").
+-- until it ends (see "A rescan in parts"). It records the k it is for, so
+-- that ingest.lua keeps as many candidates as this ranking needs
+-- meanwhile, not as the last one written (its meta's k) did.
 local function start_rescan(win, floor_key, rescan, bound)
   redis.call('DEL', floor_key)
-  redis.call('HSET', rescan, 'cursor', 0, 'floor', bound)
-  copy_expiry(rescan, win)
+  redis.call('HSET', rescan, 'cursor', 0, 'floor', bound, 'k', k)
 end
 
 -- rescan_part goes on with the rescan of win into cand: the channels the
@@ -174,6 +178,9 @@ local function rescan_part(win, cand, floor_key, rescan, keep)
     return true
   end
   redis.call('HSET', rescan, 'cursor', scan[1])
+  -- It lives as long as win, which ingest.lua's counts keep extending: a
+  -- rescan key gone before its end would drop its bound unseen.
+  copy_expiry(rescan, win)
   return false
 end
 

@@ -15,6 +15,8 @@
 //	topk:{w:<ws>}:roll              HASH  rollup watermarks: h (last minute folded), c (last hour closed), floor, f; fm, fr (a fold in chunks); s:<window> (hour of the window's sum)
 //	topk:{w:<ws>}:fold              ZSET  minutes with counts not folded into their hour yet
 //	topk:{w:<ws>}:folding           ZSET  the members of minute fm already in its hour bucket, at the counts added
+//	topk:{w:<ws>}:win:1h…           internal: the hour's running sum, its candidates and floor, the minutes it
+//	                                holds, a slide or a rescan under way, held counts (README, "Redis key contract")
 //	topk:{w:<ws>}:top:<window>      ZSET  cached top K over window (1h, 24h, 7d, 30d, all)
 //	topk:{w:<ws>}:top:<window>:meta HASH  computed_at, window_start, window_end, k, error_bound, next
 //	topk:{w:<ws>}:top:all:err       HASH  item -> error bound of its all-time count
@@ -148,12 +150,14 @@ func (w Workspace) TopMeta(window string) string { return w.base + "top:" + wind
 func (w Workspace) Win(window string) string { return w.base + "win:" + window }
 
 // WinCand is the window's candidate set (sorted set, channel -> count): every
-// channel whose count in Win is above WinFloor, with that count, so the
+// channel whose count in Win is above WinFloor (while a rescan goes on,
+// above the higher of it and WinRescan's floor), with that count, so the
 // window's top K is this set's top K (see ingest.lua and refresh.lua).
 func (w Workspace) WinCand(window string) string { return w.base + "win:" + window + ":cand" }
 
 // WinFloor holds the most a channel missing from WinCand (or held there at a
-// count not above the floor) can count in Win; missing means 0.
+// count not above the floor) can count in Win; missing means 0. While a
+// rescan goes on, the bound is the higher of it and WinRescan's floor.
 func (w Workspace) WinFloor(window string) string { return w.base + "win:" + window + ":floor" }
 
 // WinThrough holds the newest unix minute already subtracted from Win, so a

@@ -38,8 +38,9 @@ func WithOpenLimit(o RollupOptions, n int) RollupOptions {
 }
 
 // WithSlideBudget is o subtracting at most n bucket members from an hour
-// sum per refresh call, so that tests slide minutes out in parts, and
-// going on with a slide for at most d in one Refresh (0: the default).
+// sum, or rescanning about n of its channels, per refresh call, so that
+// tests slide minutes out and rescan in parts, and going on with them for
+// at most d in one Refresh (0: the default).
 func WithSlideBudget(o Options, n int, d time.Duration) Options {
 	o.slideBudget, o.slideTime = n, d
 	return o

@@ -223,3 +223,60 @@ func TestCandidatesFollowTheRankingsK(t *testing.T) {
 		readWin(t, c, wk)
 	}
 }
+
+// TestRescanForALargerK: a scheduler started with a larger k than the
+// cached ranking's begins a rescan for it; the workers' counts meanwhile
+// keep as many candidates as that k needs (the rescan's k, not the meta's),
+// so the rescan ends with the ranking written, however busy the workspace.
+// Trimmed to the old ranking's keep, every rescan ended with fewer than k
+// above the floor and began again, and no ranking was ever written.
+func TestRescanForALargerK(t *testing.T) {
+	ctx := context.Background()
+	st, c := newStore(t, store.WithSlideBudget(store.Options{Candidates: 10}, 7, 0))
+	wk := keys.New("").Workspace("w")
+	rng := rand.New(rand.NewPCG(1, 2))
+	first := futureDay()*24*60 + 301
+	truth := windowTruth{}
+	add := func(cs store.Counts, m int64, ch string, n int64) {
+		truth.add(m, ch, n)
+		cs.Add("w", m, ch, n)
+	}
+	counts := store.Counts{}
+	for m := first; m < first+60; m += 4 {
+		for i := range 600 { // a hashtable: HSCAN goes in parts
+			add(counts, m, fmt.Sprintf("c%03d", i), int64(1+rng.IntN(1+600/(i+1))))
+		}
+	}
+	apply(t, st, counts)
+	now := at(first + 59)
+	if _, _, err := st.RefreshOnce(ctx, "w", now, 5, nil); err != nil { // meta k = 5: keep 10
+		t.Fatal(err)
+	}
+	const k = 40
+	for call := 1; ; call++ {
+		at := now.Add(time.Duration(call) * time.Millisecond)
+		if _, _, err := st.RefreshOnce(ctx, "w", at, k, nil); err != nil {
+			t.Fatal(err)
+		}
+		if hget(t, c, wk.TopMeta(keys.Window1h), "computed_at") == at.UnixMilli() {
+			res, err := st.ReadTop(ctx, "w", keys.Window1h, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := res.Entries, testenv.ExactTop(truth.since(first), k); fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("call %d: ranking %v, want %v", call, got, want)
+			}
+			t.Logf("ranking of %d written at call %d", k, call)
+			return
+		}
+		if call == 1000 {
+			t.Fatalf("no ranking of %d in 1,000 calls", k)
+		}
+		readWin(t, c, wk)
+		cs := store.Counts{} // a busy workspace: counts between every two calls
+		for i := range 30 {
+			add(cs, first+59, fmt.Sprintf("c%03d", rng.IntN(600)), int64(1+i%3))
+		}
+		apply(t, st, cs)
+	}
+}

@@ -72,11 +72,12 @@ type Options struct {
 	Rollup RollupOptions
 
 	// slideBudget is the most bucket members a refresh subtracts from a
-	// workspace's hour sum in one call (refresh.lua, "A slide in parts"):
+	// workspace's hour sum, or sum channels it rescans, in one call
+	// (refresh.lua, "A slide in parts", "A rescan in parts"):
 	// MaxPairsPerCall, or less in tests.
 	slideBudget int
-	// slideTime bounds how long one Refresh goes on with such slides:
-	// defaultSlideTime, or less in tests.
+	// slideTime bounds how long one Refresh goes on with such slides and
+	// rescans: defaultSlideTime, or less in tests.
 	slideTime time.Duration
 }
 
