@@ -21,8 +21,9 @@
 //	topk:{w:<ws>}:top:<window>:meta HASH  computed_at, window_start, window_end, k, error_bound, next
 //	topk:{w:<ws>}:top:all:err       HASH  item -> error bound of its all-time count
 //	topk:workspaces                 ZSET  member=raw workspace id, score=last active unix minute
-//	topk:dirty                      SET   workspaces changed since the scheduler last refreshed them
+//	topk:dirty                      SET   workspaces changed since the scheduler last refreshed them (ranking not kept current)
 //	topk:dirty:sums                 SET   workspaces whose counts may change a long window's sum
+//	topk:dirty:ranked               SET   workspaces whose hour ranking the writers kept current (their long windows' current hour is due)
 //	topk:mws:<unix_minute>          SET   workspaces with a bucket for that minute
 //	topk:beat:<window>              STRING unix ms of the scheduler's last complete pass over window
 //
@@ -101,6 +102,13 @@ func (s Space) Dirty() string { return s.prefix + ":dirty" }
 // yet. Writers add to it after their counts landed (see ingest.lua); the
 // scheduler re-sums its workspaces at each window's cadence.
 func (s Space) SumsDirty() string { return s.prefix + ":dirty:sums" }
+
+// RankedDirty is the set of workspaces whose cached hour ranking the
+// writers kept current with their counts (ingest.lua, "The ranking, kept
+// current"), so that the scheduler need not refresh it, but whose long
+// windows' current hour changed: the scheduler takes them into its next
+// pass of the long windows' current hour.
+func (s Space) RankedDirty() string { return s.prefix + ":dirty:ranked" }
 
 // MinuteWorkspaces is the set of workspaces with a bucket for unix minute m,
 // so the scheduler knows whose window shrinks when m leaves it.

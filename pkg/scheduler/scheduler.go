@@ -5,7 +5,11 @@
 //   - the dirty set: workspaces whose counts landed since the last tick
 //     (writers add them after their counts are in Redis);
 //   - for every minute that left the window since the last tick, the
-//     workspaces that had a bucket in it (the per-minute workspace sets).
+//     workspaces that had a bucket in it (the per-minute workspace sets);
+//   - at the first tick of each minute, once, the workspaces whose ranking
+//     the writers kept current with their counts (the ranked set; see
+//     ingest.lua, "The ranking, kept current"), so that its metadata's
+//     window_start, which the writers leave as it is, follows the clock.
 //
 // The first tick refreshes every workspace of the index, as does a tick
 // after the clock jumped by a whole window. Work is thus proportional to
@@ -138,6 +142,11 @@ type Scheduler struct {
 	// pending holds workspaces taken from Redis by a tick that then failed,
 	// so the next tick refreshes them.
 	pending map[string]struct{}
+	// ranked holds the workspaces whose hour ranking the writers kept
+	// current since their last refresh (store.PopRankedDirty): the first
+	// tick of a new minute refreshes them once, so that their metadata's
+	// window_start, which writers leave as it is, follows the clock.
+	ranked map[string]struct{}
 	// global serves TickRollup; longGlobal serves TickLong, which may run
 	// concurrently with it.
 	global     *store.GlobalRefresher
@@ -227,7 +236,7 @@ func New(p Params) (*Scheduler, error) {
 	if p.Lateness < 0 || p.Lateness > p.Store.Window().Span() {
 		return nil, fmt.Errorf("scheduler: lateness %s out of range (0, %s]", p.Lateness, p.Store.Window().Span())
 	}
-	s := &Scheduler{p: p, pending: map[string]struct{}{}, fresh: map[string]struct{}{}, global: p.Store.NewGlobalRefresher(), longGlobal: p.Store.NewGlobalRefresher(),
+	s := &Scheduler{p: p, pending: map[string]struct{}{}, ranked: map[string]struct{}{}, fresh: map[string]struct{}{}, global: p.Store.NewGlobalRefresher(), longGlobal: p.Store.NewGlobalRefresher(),
 		started: p.Clock(), passes: map[string]*atomic.Int64{keys.Window1h: {}}}
 	for _, w := range window.Longs {
 		c, ok := p.Cadence[w.Name]
@@ -457,12 +466,16 @@ func (s *Scheduler) TickRollup(ctx context.Context) (int, error) {
 }
 
 // hourWorkspaces returns the workspaces whose hour ranking may have changed
-// since the last tick: those a failed tick left pending, those with a bucket
-// that left the window (every recently active one on a first tick or after
-// a clock jump), and the dirty set. It collects them into s.pending, so that
+// since the last tick: those a failed tick left pending, at a new minute
+// those whose ranking the writers kept current (addRanked), those with a
+// bucket that left the window (every recently active one on a first tick
+// or after a clock jump), and the dirty set. It collects them into s.pending, so that
 // a tick failing after this keeps them for the next.
 func (s *Scheduler) hourWorkspaces(ctx context.Context, now time.Time) ([]string, error) {
 	todo := s.pending
+	if err := s.addRanked(ctx, now, todo); err != nil {
+		return nil, err
+	}
 	if err := s.addLeftWindow(ctx, now, todo); err != nil {
 		return nil, err
 	}
@@ -501,6 +514,29 @@ func (s *Scheduler) addLeftWindow(ctx context.Context, now time.Time, todo map[s
 			return err
 		}
 		addIDs(todo, ids)
+	}
+	return nil
+}
+
+// addRanked takes the workspaces whose hour ranking the writers kept
+// current (store.PopRankedDirty): their long windows' current hour is due
+// (TickLong), and the first tick of each minute adds them to todo once, so
+// that their rankings' window_start, which writers leave as it is, follows
+// the clock.
+func (s *Scheduler) addRanked(ctx context.Context, now time.Time, todo map[string]struct{}) error {
+	if err := drain(ctx, s.p.Store.PopRankedDirty, func(ids []string) {
+		addIDs(s.ranked, ids)
+		s.mu.Lock()
+		addIDs(s.fresh, ids)
+		s.mu.Unlock()
+	}); err != nil {
+		return err
+	}
+	if window.Minute(now) != s.lastMinute {
+		for id := range s.ranked {
+			todo[id] = struct{}{}
+		}
+		s.ranked = map[string]struct{}{}
 	}
 	return nil
 }

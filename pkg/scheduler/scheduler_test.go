@@ -391,3 +391,58 @@ func TestHourTicksEarlyOnlyForNewWork(t *testing.T) {
 		})
 	}
 }
+
+// TestRankedWorkspacesRefreshOnceAMinute: a write that keeps a workspace's
+// hour ranking current (ingest.lua, "The ranking, kept current") does not
+// make the next tick refresh it; the first tick of the next minute does,
+// once, so that the ranking's window_start follows the clock.
+func TestRankedWorkspacesRefreshOnceAMinute(t *testing.T) {
+	ctx := context.Background()
+	st, _ := setup(t, window.Hour)
+	clock := &simClock{now: noonInTwoDays().Add(10 * time.Second)}
+	m0 := window.Minute(clock.now)
+	write(t, st, "w", m0, "a", 5)
+	s := newScheduler(t, st, clock)
+	if stats, err := s.Tick(ctx); err != nil || stats.Refreshed != 1 {
+		t.Fatalf("first tick: %+v, %v", stats, err)
+	}
+	windowStart := func() int64 {
+		res, err := st.ReadTop(ctx, "w", "1h", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.WindowStart.UnixMilli()
+	}
+	first := windowStart()
+	for i, step := range []struct {
+		advance   time.Duration
+		write     bool
+		refreshed int
+		want      string
+	}{
+		{time.Second, true, 0, "[{1 b 7} {2 a 5}]"},                   // kept current by the write
+		{time.Second, false, 0, "[{1 b 7} {2 a 5}]"},                  // nothing new
+		{time.Minute, false, 1, "[{1 b 7} {2 a 5}]"},                  // a new minute: once
+		{time.Second, false, 0, "[{1 b 7} {2 a 5}]"},                  // and not again
+		{time.Second, true, 0, "[{1 b 14} {2 a 5}]"},                  // kept current again
+		{time.Minute - 2*time.Second, false, 1, "[{1 b 14} {2 a 5}]"}, // the next minute
+	} {
+		clock.Advance(step.advance)
+		if step.write {
+			write(t, st, "w", window.Minute(clock.now), "b", 7)
+		}
+		stats, err := s.Tick(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stats.Refreshed != step.refreshed {
+			t.Fatalf("step %d: refreshed %d, want %d", i, stats.Refreshed, step.refreshed)
+		}
+		if got := ranking(t, st, "w"); got != step.want {
+			t.Fatalf("step %d: ranking %s, want %s", i, got, step.want)
+		}
+	}
+	if got, want := windowStart(), first+2*60_000; got != want {
+		t.Fatalf("window_start %d, want %d (two minutes on)", got, want)
+	}
+}

@@ -63,6 +63,12 @@ func (s *Store) PopSumsDirty(ctx context.Context, n int) ([]string, error) {
 	return s.pop(ctx, "store.pop_sums_dirty", s.keys.SumsDirty(), n)
 }
 
+// PopRankedDirty removes and returns up to n workspaces of the set of
+// those whose hour ranking the writers kept current (keys.RankedDirty).
+func (s *Store) PopRankedDirty(ctx context.Context, n int) ([]string, error) {
+	return s.pop(ctx, "store.pop_ranked_dirty", s.keys.RankedDirty(), n)
+}
+
 // pop removes and returns up to n members of the set key; what names the
 // caller in the error.
 func (s *Store) pop(ctx context.Context, what, key string, n int) ([]string, error) {

@@ -154,6 +154,7 @@ type ingestCall struct {
 	skipped  int64         // events skipped as already applied
 	overlaps []overlap     // parts that straddled their fence
 	resums   bool          // its counts may change a long window's sum
+	kept     []bool        // per group: it kept the cached hour ranking current
 }
 
 // groupRef names a group: a workspace's counts from one part of the batch.
@@ -193,7 +194,13 @@ func (ic *ingestCall) exec(ctx context.Context, c rueidis.Client) error {
 	if err != nil {
 		return err
 	}
-	counters, overlaps, err := fenced.Decode("ingest.lua", reply, 3, 3, func(g int) int {
+	// applied, skipped, resums, then how many groups kept the ranking
+	// current and their numbers.
+	n := 4
+	if len(reply) >= n && reply[3] >= 0 && reply[3] <= int64(len(ic.groups)) {
+		n += int(reply[3])
+	}
+	counters, overlaps, err := fenced.Decode("ingest.lua", reply, n, 3, func(g int) int {
 		if g < 0 || g >= len(ic.groups) {
 			return -1
 		}
@@ -203,6 +210,13 @@ func (ic *ingestCall) exec(ctx context.Context, c rueidis.Client) error {
 		return fmt.Errorf("%w: %v", ErrBadReply, err)
 	}
 	ic.skipped, ic.resums, ic.overlaps = counters[1], counters[2] != 0, ic.overlaps[:0]
+	ic.kept = make([]bool, len(ic.groups))
+	for _, g := range counters[4:] {
+		if g < 1 || g > int64(len(ic.groups)) {
+			return fmt.Errorf("%w: ingest.lua named group %d as kept, of %d", ErrBadReply, g, len(ic.groups))
+		}
+		ic.kept[g-1] = true
+	}
 	for _, o := range overlaps {
 		g := ic.groups[o.Group]
 		ic.overlaps = append(ic.overlaps, overlap{group: g, part: g.chunks[o.Part], fence: o.Fence})
@@ -498,7 +512,7 @@ func (ic *ingestCalls) addOne(g ingestGroup, order []int64) {
 		}
 	} else {
 		c.keys = append(c.keys, wk.Fence(), wk.Win(keys.Window1h), wk.WinThrough(keys.Window1h), wk.WinMinutes(keys.Window1h),
-			wk.WinCand(keys.Window1h), wk.WinFloor(keys.Window1h), wk.WinPend(keys.Window1h), wk.TopMeta(keys.Window1h))
+			wk.WinCand(keys.Window1h), wk.WinFloor(keys.Window1h), wk.WinPend(keys.Window1h), wk.TopMeta(keys.Window1h), wk.Top(keys.Window1h))
 	}
 	c.args = append(c.args, string(g.kind), wk.Base(), g.src.Name, strconv.FormatInt(g.src.First, 10), strconv.FormatInt(g.src.Last, 10),
 		strconv.Itoa(len(order)))
@@ -562,13 +576,16 @@ func (s *Store) Apply(ctx context.Context, b *Batch) error {
 		return err
 	}
 	if !b.dirtyDone {
-		if len(b.index) > 0 {
-			ids := make([]string, len(b.index))
-			for i, e := range b.index {
-				ids[i] = e.ID
+		dirty, ranked := b.dirty()
+		for _, set := range []struct {
+			key, what string
+			ids       []string
+		}{{s.keys.Dirty(), "dirty set", dirty}, {s.keys.RankedDirty(), "ranked set", ranked}} {
+			if len(set.ids) == 0 {
+				continue
 			}
-			if err := s.c.Do(ctx, s.c.B().Sadd().Key(s.keys.Dirty()).Member(ids...).Build()).Error(); err != nil {
-				return fmt.Errorf("store.apply: dirty set: %w", err)
+			if err := s.c.Do(ctx, s.c.B().Sadd().Key(set.key).Member(set.ids...).Build()).Error(); err != nil {
+				return fmt.Errorf("store.apply: %s: %w", set.what, err)
 			}
 		}
 		if resum := b.resums(); len(resum) > 0 {
@@ -623,6 +640,38 @@ const marksPerCall = 500
 
 // resums returns the workspaces of b's calls whose counts may change a
 // long window's sum, as ingest.lua told (each once).
+// dirty splits the workspaces of the batch's index: those whose hour
+// ranking the scheduler must refresh, and those whose every sum group kept
+// it current (ingest.lua, "The ranking, kept current"), which only the
+// long windows' current hour waits for. A group skipped as a replay, or
+// whose reply was lost, did not: its workspace is dirty, as before.
+func (b *Batch) dirty() (dirty, ranked []string) {
+	sums, stale := map[string]bool{}, map[string]bool{}
+	for i, c := range b.calls {
+		ic, ok := c.(*ingestCall)
+		if !ok {
+			continue
+		}
+		for g, grp := range ic.groups {
+			if grp.kind != heldSum && grp.kind != pairedSum {
+				continue
+			}
+			sums[grp.ref.ws] = true
+			if !b.done[i] || g >= len(ic.kept) || !ic.kept[g] {
+				stale[grp.ref.ws] = true
+			}
+		}
+	}
+	for _, e := range b.index {
+		if sums[e.ID] && !stale[e.ID] {
+			ranked = append(ranked, e.ID)
+		} else {
+			dirty = append(dirty, e.ID)
+		}
+	}
+	return dirty, ranked
+}
+
 func (b *Batch) resums() []string {
 	seen := map[string]bool{}
 	var ids []string

@@ -48,10 +48,11 @@ func ok() rueidis.RedisResult { return mock.Result(mock.RedisString("OK")) }
 func intResult(n int64) rueidis.RedisResult { return mock.Result(mock.RedisInt64(n)) }
 
 // errReply is an error reply from the server (as opposed to a network error).
-// ingestReply is ingest.lua's reply for n pairs applied, nothing skipped,
-// no long window's sum changed.
+// ingestReply is ingest.lua's reply to a call of one group: n pairs
+// applied, nothing skipped, no long window's sum changed, the cached
+// ranking left to the scheduler (so the workspace goes to the dirty set).
 func ingestReply(n int64) rueidis.RedisResult {
-	return mock.Result(mock.RedisArray(mock.RedisInt64(n), mock.RedisInt64(0), mock.RedisInt64(0)))
+	return mock.Result(mock.RedisArray(mock.RedisInt64(n), mock.RedisInt64(0), mock.RedisInt64(0), mock.RedisInt64(0)))
 }
 
 func errReply(msg string) rueidis.RedisResult { return mock.Result(mock.RedisError(msg)) }

@@ -76,3 +76,51 @@ func commandUsec(info map[string]string, command string) float64 {
 	f, _ := strconv.ParseFloat(usec, 64)
 	return f
 }
+
+// BenchmarkWriteRefreshRedisCPU measures the Redis side of a flush and the
+// refresh the scheduler makes after it, together: each iteration applies
+// one flush of 200,000 workload-A events, then refreshes the hour ranking
+// of every workspace in the dirty set, both timed, as under live traffic
+// once every workspace has a cached ranking (TOPK_BENCH_PREFILL flushes and
+// their refreshes go first, untimed; default 5). The writes keep most
+// rankings current themselves (ingest.lua, "The ranking, kept current"),
+// so fewer workspaces are dirty; this measures what that saves against the
+// copy each refresh made. It reports Redis CPU per event and the
+// workspaces refreshed per flush.
+// Run: go test -run '^$' -bench WriteRefreshRedisCPU -benchtime 10x ./pkg/store/
+func BenchmarkWriteRefreshRedisCPU(b *testing.B) {
+	const events, partitions, k = 200_000, 8, 100
+	r := testenv.Redis(b)
+	c := testenv.Client(b, r.Addr())
+	st := store.New(c, keys.New(""), window.Hour, store.Options{})
+	ctx := context.Background()
+	draw := workloadFlushes(b, partitions)
+	refreshed := 0
+	// step writes one flush and refreshes the dirty workspaces.
+	step := func() error {
+		if err := st.Apply(ctx, st.PrepareWorkspaceParts(draw(events))); err != nil {
+			return err
+		}
+		ws, err := st.PopDirty(ctx, 1_000_000)
+		if err != nil {
+			return err
+		}
+		refreshed += len(ws)
+		return st.Refresh(ctx, ws, time.Now(), k)
+	}
+	for range testenv.EnvInt("TOPK_BENCH_PREFILL", 5) {
+		if err := step(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	refreshed = 0
+	b.ResetTimer()
+	var cpu, cmds float64
+	for range b.N {
+		dc, dn := testenv.RedisSpent(b, c, step)
+		cpu, cmds = cpu+dc, cmds+dn
+	}
+	b.ReportMetric(cpu*1e6/float64(b.N*events), "redis-µs/event")
+	b.ReportMetric(cmds/float64(b.N*events), "commands/event")
+	b.ReportMetric(float64(refreshed)/float64(b.N), "refreshed/flush")
+}
