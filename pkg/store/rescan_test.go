@@ -13,7 +13,6 @@ import (
 	"github.com/topk-dev/topk/pkg/internal/testenv"
 	"github.com/topk-dev/topk/pkg/keys"
 	"github.com/topk-dev/topk/pkg/store"
-	"github.com/topk-dev/topk/pkg/window"
 )
 
 // TestRescanInParts: when fewer than k candidates stand above the floor,
@@ -40,15 +39,7 @@ func TestRescanInParts(t *testing.T) {
 			const k = 5
 			ctx := context.Background()
 			opts := store.WithSlideBudget(store.Options{Candidates: 10}, 7, 0)
-			st, c := newStore(t, opts)
-			reader, readStore := c, st
-			if tc.acl {
-				r, _ := testenv.RedisACL(t)
-				c = testenv.Client(t, r.Addr())
-				st = store.New(aclClient(t, r.Addr(), "topk-worker"), keys.New(""), window.Hour, opts)
-				reader = aclClient(t, r.Addr(), "topk-reader")
-				readStore = store.New(reader, keys.New(""), window.Hour, opts)
-			}
+			st, c, reader, readStore := slideStores(t, opts, tc.acl)
 			wk := keys.New("").Workspace("w")
 			rng := rand.New(rand.NewPCG(uint64(len(tc.name)), 11))
 			base := futureDay()*24*60 + 300 // the minute that leaves, in the slide case
@@ -185,15 +176,7 @@ func TestCandidatesFollowTheRankingsK(t *testing.T) {
 		}
 		apply(t, st, cs)
 	}
-	hscans := func() int64 {
-		var n int64
-		for f, v := range testenv.RedisInfo(t, c) {
-			if f == "cmdstat_hscan" {
-				fmt.Sscanf(v, "calls=%d", &n)
-			}
-		}
-		return n
-	}
+	hscans := func() int64 { return commandCalls(t, c, "hscan") }
 	write(0)
 	// The first ranking of k: the set was trimmed to Options.Candidates
 	// before any ranking said its k, so this refresh rescans.

@@ -103,17 +103,17 @@ func fillSlide(b *testing.B, st *store.Store, base int64, sum, leaving int) {
 	}
 }
 
+// commandCalls is how many times the server has run command so far
+// (INFO commandstats, inside scripts too).
+func commandCalls(t testing.TB, c rueidis.Client, command string) int64 {
+	var n int64
+	fmt.Sscanf(testenv.RedisInfo(t, c)["cmdstat_"+command], "calls=%d", &n)
+	return n
+}
+
 // evalCalls is the server's EVALSHA and EVAL calls so far.
 func evalCalls(b *testing.B, c rueidis.Client) int64 {
-	var n int64
-	for k, v := range testenv.RedisInfo(b, c) {
-		if k == "cmdstat_evalsha" || k == "cmdstat_eval" {
-			var calls int64
-			fmt.Sscanf(v, "calls=%d", &calls)
-			n += calls
-		}
-	}
-	return n
+	return commandCalls(b, c, "evalsha") + commandCalls(b, c, "eval")
 }
 
 // slowest is the longest call in the server's slow log and how many took

@@ -40,15 +40,7 @@ func TestSlideInParts(t *testing.T) {
 			const k = 5
 			ctx := context.Background()
 			opts := store.WithSlideBudget(store.Options{Candidates: 10}, 7, 0)
-			st, c := newStore(t, opts)
-			reader, readStore := c, st // what the API reads with
-			if tc.acl {
-				r, _ := testenv.RedisACL(t)
-				c = testenv.Client(t, r.Addr()) // the default user, for the test's own reads
-				st = store.New(aclClient(t, r.Addr(), "topk-worker"), keys.New(""), window.Hour, opts)
-				reader = aclClient(t, r.Addr(), "topk-reader")
-				readStore = store.New(reader, keys.New(""), window.Hour, opts)
-			}
+			st, c, reader, readStore := slideStores(t, opts, tc.acl)
 			wk := keys.New("").Workspace("w")
 			rng := rand.New(rand.NewPCG(uint64(leaving), 7))
 			base := futureDay()*24*60 + 300
@@ -257,6 +249,22 @@ func checkHourSum(t *testing.T, c rueidis.Client, wk keys.Workspace, now time.Ti
 			}
 		}
 	}
+}
+
+// slideStores returns the store the scheduler's and workers' side writes
+// with, a client for the test's own reads, and the client and store the
+// API reads with: all one server's default user, or, with acl, the shipped
+// ACLs' topk-worker and topk-reader (the test's reads as the default user).
+func slideStores(t *testing.T, opts store.Options, acl bool) (st *store.Store, c, reader rueidis.Client, readStore *store.Store) {
+	t.Helper()
+	if !acl {
+		st, c = newStore(t, opts)
+		return st, c, c, st
+	}
+	r, _ := testenv.RedisACL(t)
+	reader = aclClient(t, r.Addr(), "topk-reader")
+	return store.New(aclClient(t, r.Addr(), "topk-worker"), keys.New(""), window.Hour, opts), testenv.Client(t, r.Addr()),
+		reader, store.New(reader, keys.New(""), window.Hour, opts)
 }
 
 // aclClient is a client logged in as user of the shipped ACLs

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/topk-dev/topk/pkg/internal/testenv"
 	"github.com/topk-dev/topk/pkg/keys"
 	"github.com/topk-dev/topk/pkg/store"
@@ -103,7 +101,7 @@ func BenchmarkSteadyHour(b *testing.B) {
 			second(s, fillStep, false)
 		}
 		scanning := false
-		hscans := hscanCalls(b, c)
+		hscans := commandCalls(b, c, "hscan")
 		parts -= float64(hscans)
 		for s := start + 3600; s < start+3600+int64(measured)*60; s++ {
 			if !second(s, 1, true) {
@@ -113,7 +111,7 @@ func BenchmarkSteadyHour(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			now := hscanCalls(b, c)
+			now := commandCalls(b, c, "hscan")
 			if now > hscans && !scanning {
 				rescans++
 			}
@@ -126,16 +124,4 @@ func BenchmarkSteadyHour(b *testing.B) {
 	b.ReportMetric(rescans/float64(b.N), "rescans")
 	b.ReportMetric(parts/float64(b.N), "rescan-parts")
 	b.ReportMetric(waited/float64(b.N), "rankings-waited")
-}
-
-// hscanCalls is how many HSCANs the server has run (inside scripts too):
-// the parts of refresh.lua's rescans.
-func hscanCalls(b *testing.B, c rueidis.Client) int64 {
-	var n int64
-	for k, v := range testenv.RedisInfo(b, c) {
-		if k == "cmdstat_hscan" {
-			fmt.Sscanf(v, "calls=%d", &n)
-		}
-	}
-	return n
 }
