@@ -143,9 +143,12 @@
 -- show, or cand lacks some), while there is no ranking (or no k in meta),
 -- and while a ranking of fewer than k entries is bounded by a floor (it
 -- held every channel, and new ones at or below the floor are not in
--- `raised`). The caller marks a workspace whose every sum group kept its
--- ranking current as ranked, not dirty: the scheduler then refreshes it
--- only when a minute leaves its window.
+-- `raised`), nor while win holds a minute before the ranking's
+-- window_start (a late count for a minute not slid out yet). Its clock is
+-- Redis's (TIME), the refresh's the scheduler's. The caller marks a
+-- workspace whose every sum group kept its ranking current as ranked, not
+-- dirty: the scheduler then refreshes it when a minute leaves its window,
+-- and once at the next minute, so that window_start follows the clock.
 --
 -- Rollups (bucket groups): a minute already folded into its hour bucket
 -- (at or before roll's h) also goes to the hour bucket, and one whose hour
@@ -412,12 +415,18 @@ end
 -- 20 changed counts 57 µs, of 50 143 µs).
 local copy_above = 25
 
--- keep_top keeps the cached ranking top (meta, its metadata; kk, its k)
--- current with the counts a sum group raised above floor, cand's floor
--- when the group began (see "The ranking, kept current"), and says
--- whether it did.
-local function keep_top(base, top, meta, kk, cand, floor_key, floor, raised)
+-- keep_top keeps the cached ranking top (meta, its metadata; kk, its k;
+-- since, its window_start in unix ms) current with the counts a sum group
+-- raised above floor, cand's floor when the group began (see "The
+-- ranking, kept current"), and says whether it did.
+local function keep_top(base, top, meta, kk, since, minutes, cand, floor_key, floor, raised)
   if kk == 0 or redis.call('EXISTS', base .. 'win:1h:slide', base .. 'win:1h:rescan') > 0 then
+    return false
+  end
+  -- win holds a minute before the ranking's window (a late count for a
+  -- minute the scheduler has not slid out yet): only a refresh can say.
+  local oldest = tonumber(redis.call('ZRANGE', minutes, 0, 0)[1])
+  if oldest and oldest * 60000 < since then
     return false
   end
   local n = redis.call('ZCARD', top)
@@ -463,7 +472,8 @@ local function add_sum(k, g, apply, c)
   -- The candidates the cached ranking needs, and while a rescan goes on
   -- those of the ranking it is for (refresh.lua, "A rescan in parts"):
   -- trimmed to fewer, a rescan for a larger k would never end in one.
-  local ranked = tonumber(redis.call('HGET', KEYS[k + 7], 'k')) or 0 -- the ranking's k
+  local meta = redis.call('HMGET', KEYS[k + 7], 'k', 'window_start')
+  local ranked, since = tonumber(meta[1]) or 0, tonumber(meta[2]) or 0 -- the ranking's k and window
   local rescanning = tonumber(redis.call('HGET', g.base .. 'win:1h:rescan', 'k')) or 0
   local keep = keep_for(c, math.max(ranked, rescanning))
   local through = tonumber(redis.call('GET', KEYS[k + 2]))
@@ -512,7 +522,7 @@ local function add_sum(k, g, apply, c)
       hold(pend, g.source, g.last, in_win, latest_in_win)
     end
   end
-  local kept = keep_top(g.base, KEYS[k + 8], KEYS[k + 7], ranked, cand, floor_key, cand_floor, raised)
+  local kept = keep_top(g.base, KEYS[k + 8], KEYS[k + 7], ranked, since, minutes, cand, floor_key, cand_floor, raised)
   return added, latest, kept
 end
 
@@ -639,7 +649,9 @@ local function write(k, g, group)
       added, latest = add_buckets(k, g, apply, marks, hret, dret)
     else
       added, latest, current = add_sum(k, g, apply, c)
-      if current then
+      -- A part skipped or straddling its fence came with an earlier call,
+      -- whose workspace may not have been marked: kept only when whole.
+      if current and #apply == #g.parts then
         kept[#kept + 1] = group
       end
     end

@@ -438,7 +438,12 @@ local function refresh(top, meta, win, through, minutes, cand, floor_key, pend, 
   end
   if n == nil then
     -- The ranking waits for the slide or the rescan; or, when a slide
-    -- during the rescan lowered counts again, for the next rescan.
+    -- during the rescan lowered counts again, for the next rescan, which
+    -- begins now: its key tells ingest.lua that the cached ranking is not
+    -- current (ingest.lua, "The ranking, kept current").
+    if not on then
+      start_rescan(win, floor_key, rescan, bound)
+    end
     return going(part, -1)
   end
   if n > 0 then

@@ -105,9 +105,11 @@ func (s Space) SumsDirty() string { return s.prefix + ":dirty:sums" }
 
 // RankedDirty is the set of workspaces whose cached hour ranking the
 // writers kept current with their counts (ingest.lua, "The ranking, kept
-// current"), so that the scheduler need not refresh it, but whose long
-// windows' current hour changed: the scheduler takes them into its next
-// pass of the long windows' current hour.
+// current"), so that the scheduler need not refresh it after every write,
+// but whose long windows' current hour changed: the scheduler takes them
+// into its next pass of the long windows' current hour, and refreshes
+// each once at the next minute, so that its window_start follows the
+// clock.
 func (s Space) RankedDirty() string { return s.prefix + ":dirty:ranked" }
 
 // MinuteWorkspaces is the set of workspaces with a bucket for unix minute m,

@@ -197,9 +197,10 @@ func (ic *ingestCall) exec(ctx context.Context, c rueidis.Client) error {
 	// applied, skipped, resums, then how many groups kept the ranking
 	// current and their numbers.
 	n := 4
-	if len(reply) >= n && reply[3] >= 0 && reply[3] <= int64(len(ic.groups)) {
-		n += int(reply[3])
+	if len(reply) < n || reply[3] < 0 || reply[3] > int64(len(ic.groups)) {
+		return fmt.Errorf("%w: ingest.lua replied %v", ErrBadReply, reply)
 	}
+	n += int(reply[3])
 	counters, overlaps, err := fenced.Decode("ingest.lua", reply, n, 3, func(g int) int {
 		if g < 0 || g >= len(ic.groups) {
 			return -1
@@ -638,13 +639,12 @@ func (s *Store) markLanded(ctx context.Context, b *Batch) error {
 // on a single Redis (a mark reads and trims a small hash).
 const marksPerCall = 500
 
-// resums returns the workspaces of b's calls whose counts may change a
-// long window's sum, as ingest.lua told (each once).
 // dirty splits the workspaces of the batch's index: those whose hour
 // ranking the scheduler must refresh, and those whose every sum group kept
-// it current (ingest.lua, "The ranking, kept current"), which only the
-// long windows' current hour waits for. A group skipped as a replay, or
-// whose reply was lost, did not: its workspace is dirty, as before.
+// it current (ingest.lua, "The ranking, kept current"), which the
+// scheduler refreshes once at the next minute and takes into the long
+// windows' current hour. A group skipped as a replay (wholly or in part),
+// or whose reply was lost, did not: its workspace is dirty, as before.
 func (b *Batch) dirty() (dirty, ranked []string) {
 	sums, stale := map[string]bool{}, map[string]bool{}
 	for i, c := range b.calls {
@@ -672,6 +672,8 @@ func (b *Batch) dirty() (dirty, ranked []string) {
 	return dirty, ranked
 }
 
+// resums returns the workspaces of b's calls whose counts may change a
+// long window's sum, as ingest.lua told (each once).
 func (b *Batch) resums() []string {
 	seen := map[string]bool{}
 	var ids []string
