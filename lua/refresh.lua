@@ -370,6 +370,9 @@ local function refresh(top, meta, win, through, minutes, cand, floor_key, pend, 
         for _, m in ipairs(leaving) do
           inside[#inside + 1] = m
         end
+        if slide_lost then -- asked for again above unless passed too
+          inside[#inside + 1] = sliding
+        end
         return inside
       end
       redis.call('UNLINK', slide, out) -- a slide under way is moot
@@ -385,7 +388,10 @@ local function refresh(top, meta, win, through, minutes, cand, floor_key, pend, 
           redis.call('ZREMRANGEBYSCORE', minutes, '-inf', m)
           redis.call('SET', through, m, 'EXAT', ARGV[7])
           redis.call('HSET', slide, 'm', m, 'cursor', 0)
-          copy_expiry(slide, bucket)
+          -- As long as win, not the bucket: should the bucket expire
+          -- before the slide ends (no refresh for longer than the grace),
+          -- this key is what tells the next refresh to rebuild win.
+          copy_expiry(slide, win)
           if not slide_part(win, cand, slide, out, bucket) then
             part = { m = m, bucket = bucket }
             if i < #leaving then

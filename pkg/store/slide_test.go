@@ -341,3 +341,50 @@ func TestRefreshGoesOnWithASlide(t *testing.T) {
 		})
 	}
 }
+
+// TestSlideOutlivesItsBucket: a minute sliding out in parts whose bucket
+// expires before the slide ends (no refresh for longer than the grace)
+// leaves part of its counts in the sum. The slide's key lives as long as
+// the sum, so the next refresh still finds it, sees the bucket gone, and
+// rebuilds the sum from the window's buckets; had the key expired with
+// the bucket, the remainder would have stayed in the sum for good.
+func TestSlideOutlivesItsBucket(t *testing.T) {
+	ctx := context.Background()
+	st, c := newStore(t, store.WithSlideBudget(store.Options{}, 7, 0))
+	wk := keys.New("").Workspace("w")
+	base := futureDay()*24*60 + 300
+	counts, want := store.Counts{}, map[string]string{}
+	for i := range 200 { // past a listpack's 128, which ZSCAN returns whole
+		ch := fmt.Sprintf("c%03d", i)
+		counts.Add("w", base, ch, int64(2+i%7))
+		counts.Add("w", base+30, ch, int64(1+i%5))
+		want[ch] = strconv.Itoa(1 + i%5)
+	}
+	apply(t, st, counts)
+	if sliding, going, err := st.RefreshOnce(ctx, "w", at(base+60), 10, []int64{base}); err != nil || sliding != base || !going {
+		t.Fatalf("RefreshOnce: sliding %d, going %v, %v; want a slide of %d under way", sliding, going, err, base)
+	}
+	expiry := func(key string) int64 {
+		n, err := c.Do(ctx, c.B().Expiretime().Key(key).Build()).AsInt64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if s, b := expiry(wk.WinSlide(keys.Window1h)), expiry(wk.Bucket(base)); s <= b {
+		t.Fatalf("the slide's key expires at %d, the bucket at %d: it must outlive it", s, b)
+	}
+	// The bucket expires (the key that outlives it stays).
+	if err := c.Do(ctx, c.B().Del().Key(wk.Bucket(base)).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Refresh(ctx, []string{"w"}, at(base+60).Add(time.Second), 10); err != nil {
+		t.Fatal(err)
+	}
+	if got := readHash(t, c, wk.Win(keys.Window1h)); !maps.Equal(got, want) {
+		t.Fatalf("hour sum after the lost slide: %v, want %v", got, want)
+	}
+	if n, err := c.Do(ctx, c.B().Exists().Key(wk.WinSlide(keys.Window1h)).Build()).AsInt64(); err != nil || n != 0 {
+		t.Fatalf("the slide's key left behind (%d, %v)", n, err)
+	}
+}
