@@ -1,6 +1,7 @@
--- cand.lua: the size of an hour's candidate set and its bound, shared by ingest.lua
--- (which trims it as counts rise) and refresh.lua (which trims it as a
--- rescan refills it). It is not a script: package lua puts it in place of
+-- cand.lua: the size of an hour's candidate set and its bound, shared by
+-- ingest.lua (which trims it as counts rise, and ranks from it when it
+-- keeps the ranking current) and refresh.lua (which trims it as a rescan
+-- refills it, and ranks from it). It is not a script: package lua puts it in place of
 -- each script's "-- #include cand.lua" line, as it does bulk.lua.
 
 -- keep_for is how many of the highest counts cand keeps at least: c, and
@@ -10,6 +11,12 @@
 -- lowered some of them, without rescanning the sum (refresh.lua).
 local function keep_for(c, k)
   return math.max(c, k + math.floor(k / 2))
+end
+
+-- ranks says whether cand's top k is the window's when no channel outside
+-- it counts more than bound (refresh.lua, "Ranking").
+local function ranks(cand, bound, k)
+  return bound == 0 or redis.call('ZCOUNT', cand, '(' .. bound, '+inf') >= k
 end
 
 -- trim bounds cand to its keep highest counts (ties at the keep-th count

@@ -418,9 +418,10 @@ local copy_above = 25
 -- keep_top keeps the cached ranking top (meta, its metadata; kk, its k;
 -- since, its window_start in unix ms) current with the counts a sum group
 -- raised above floor, cand's floor when the group began (see "The
--- ranking, kept current"), and says whether it did.
-local function keep_top(base, top, meta, kk, since, minutes, cand, floor_key, floor, raised)
-  if kk == 0 or redis.call('EXISTS', base .. 'win:1h:slide', base .. 'win:1h:rescan') > 0 then
+-- ranking, kept current"), and says whether it did. rescanning says
+-- whether refresh.lua rescans win (add_sum read the rescan's k).
+local function keep_top(base, top, meta, kk, since, minutes, cand, floor_key, floor, raised, rescanning)
+  if kk == 0 or rescanning or redis.call('EXISTS', base .. 'win:1h:slide') > 0 then
     return false
   end
   -- win holds a minute before the ranking's window (a late count for a
@@ -444,8 +445,7 @@ local function keep_top(base, top, meta, kk, since, minutes, cand, floor_key, fl
     end
   end
   if #changed > 2 * copy_above then
-    local bound = tonumber(redis.call('GET', floor_key)) or 0
-    if bound > 0 and redis.call('ZCOUNT', cand, '(' .. bound, '+inf') < kk then
+    if not ranks(cand, tonumber(redis.call('GET', floor_key)) or 0, kk) then
       return false -- cannot happen while trims keep 1.5 k (cand.lua); a refresh will tell
     end
     local expires = redis.call('EXPIRETIME', top)
@@ -522,7 +522,8 @@ local function add_sum(k, g, apply, c)
       hold(pend, g.source, g.last, in_win, latest_in_win)
     end
   end
-  local kept = keep_top(g.base, KEYS[k + 8], KEYS[k + 7], ranked, since, minutes, cand, floor_key, cand_floor, raised)
+  local kept = keep_top(g.base, KEYS[k + 8], KEYS[k + 7], ranked, since, minutes, cand, floor_key, cand_floor, raised,
+    rescanning > 0)
   return added, latest, kept
 end
 

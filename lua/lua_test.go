@@ -40,7 +40,7 @@ func TestFencedScriptsShareTheProtocol(t *testing.T) {
 		if got := strings.Count(s.Source, "local function judge("); got != map[bool]int{true: 1}[fenced[s]] {
 			t.Errorf("%s: %d copies of judge", s.Name, got)
 		}
-		for _, helper := range []string{"bulk", "trim"} {
+		for _, helper := range []string{"bulk", "trim", "ranks", "keep_for"} {
 			if got := strings.Count(s.Source, "local function "+helper+"("); got > 1 {
 				t.Errorf("%s: %d copies of %s", s.Name, got, helper)
 			}

@@ -137,12 +137,6 @@ local function copy_expiry(dst, src)
   end
 end
 
--- ranks says whether cand's top k is the window's when no channel outside
--- it counts more than bound (see "Ranking").
-local function ranks(cand, bound)
-  return bound == 0 or redis.call('ZCOUNT', cand, '(' .. bound, '+inf') >= k
-end
-
 -- start_rescan begins a rescan of win into cand whose readers go by bound
 -- until it ends (see "A rescan in parts"). It records the k it is for, so
 -- that ingest.lua keeps as many candidates as this ranking needs
@@ -421,7 +415,7 @@ local function refresh(top, meta, win, through, minutes, cand, floor_key, pend, 
   else
     if not scanning then
       local floor = tonumber(redis.call('GET', floor_key)) or 0
-      if not ranks(cand, floor) then
+      if not ranks(cand, floor, k) then
         start_rescan(win, floor_key, rescan, floor)
         scanning = floor
       end
@@ -439,7 +433,7 @@ local function refresh(top, meta, win, through, minutes, cand, floor_key, pend, 
   local n
   if part then
     n = sliding_top(top, cand, bound, out, part.bucket)
-  elseif ranks(cand, bound) then
+  elseif ranks(cand, bound, k) then
     n = redis.call('ZRANGESTORE', top, cand, 0, k - 1, 'REV')
   end
   if n == nil then
