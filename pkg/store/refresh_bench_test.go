@@ -90,9 +90,7 @@ func commandUsec(info map[string]string, command string) float64 {
 // Run: go test -run '^$' -bench WriteRefreshRedisCPU -benchtime 10x ./pkg/store/
 func BenchmarkWriteRefreshRedisCPU(b *testing.B) {
 	const events, partitions, k = 200_000, 8, 100
-	r := testenv.Redis(b)
-	c := testenv.Client(b, r.Addr())
-	st := store.New(c, keys.New(""), window.Hour, store.Options{})
+	st, c := newStore(b, store.Options{})
 	ctx := context.Background()
 	draw := workloadFlushes(b, partitions)
 	refreshed := 0

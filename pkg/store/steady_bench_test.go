@@ -39,9 +39,7 @@ func BenchmarkSteadyHour(b *testing.B) {
 	ctx := context.Background()
 	var writeCPU, refreshCPU, events, rescans, parts, waited float64
 	for range b.N {
-		r := testenv.Redis(b)
-		c := testenv.Client(b, r.Addr())
-		st := store.New(c, keys.New(""), window.Hour, store.Options{Candidates: testenv.EnvInt("TOPK_BENCH_CANDIDATES", 0)})
+		st, c := newStore(b, store.Options{Candidates: testenv.EnvInt("TOPK_BENCH_CANDIDATES", 0)})
 		wk := keys.New("").Workspace("w")
 		rng := rand.New(rand.NewPCG(1, 2))
 		zipf := rand.NewZipf(rng, 1.05, 1, uint64(channels-1))

@@ -16,7 +16,7 @@ import (
 	"github.com/topk-dev/topk/pkg/window"
 )
 
-func newStore(t *testing.T, opts store.Options) (*store.Store, rueidis.Client) {
+func newStore(t testing.TB, opts store.Options) (*store.Store, rueidis.Client) {
 	t.Helper()
 	r := testenv.Redis(t)
 	c := testenv.Client(t, r.Addr())
