@@ -265,7 +265,16 @@ type display struct {
 	page       string       // the live page's URL ("": no API)
 }
 
+// frameTimeout bounds one frame's reads.
+const frameTimeout = 2 * time.Second
+
+// print draws one frame. Its reads get a context of their own, not the
+// run's: that one ends with --duration or an interrupt, and a tick that
+// comes as it ends (a select picks either) would otherwise print a last
+// frame of "context deadline exceeded" for every workspace.
 func (d *display) print(ctx context.Context, p *loadgen.Progress, workers []*ingest.Worker) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), frameTimeout)
+	defer cancel()
 	t := sumStats(workers)
 	counted, rejected := t.counted, t.rejected
 	if d.clear {
