@@ -118,7 +118,7 @@ func uniqueUsers(c *cli.Context, st *store.Store) *uniq.Store {
 // maxPairsFlag bounds the pairs of the channel workers' script calls.
 func maxPairsFlag() cli.Flag {
 	return altsrc.NewIntFlag(&cli.IntFlag{Name: "max-pairs-per-call", EnvVars: []string{"TOPK_MAX_PAIRS_PER_CALL"}, Value: store.DefaultMaxPairsPerCall,
-		Usage: "at most this many (channel, count) pairs per Redis script call: a workspace's larger batch goes in several calls, fenced per channel chunk; lower bounds the longest call (Redis's other clients wait for it) at some Redis CPU per event"})
+		Usage: fmt.Sprintf("at most this many (channel, count) pairs per Redis script call, each workspace's running sums counting as %d more: a workspace's larger batch goes in several calls, fenced per channel chunk; lower bounds the longest call (Redis's other clients wait for it) at some Redis CPU per event", store.SumGroupPairs)})
 }
 
 // globalAgeFlag is how long the channel workers hold the global view's

@@ -62,3 +62,25 @@ func (s *Store) RefreshOnce(ctx context.Context, ws string, now time.Time, k int
 	}
 	return 0, len(r.going) == 1, nil
 }
+
+// CallShapes returns, for each ingest.lua call of b, how many sum groups
+// and how many pairs it carries.
+func (b *Batch) CallShapes() (sums, pairs []int) {
+	for _, c := range b.calls {
+		ic, ok := c.(*ingestCall)
+		if !ok {
+			continue
+		}
+		s, p := 0, 0
+		for _, g := range ic.groups {
+			if g.kind != bucketsOf {
+				s++
+			}
+			for _, ch := range g.chunks {
+				p += ch.pairs
+			}
+		}
+		sums, pairs = append(sums, s), append(pairs, p)
+	}
+	return sums, pairs
+}

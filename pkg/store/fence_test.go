@@ -253,3 +253,45 @@ func TestLargeGroupGoesInShortCalls(t *testing.T) {
 		t.Fatalf("fence fields %d, want one per chunk and t/0#max", len(fields))
 	}
 }
+
+// TestManySmallWorkspacesGoInShortCalls: a call's budget counts each sum
+// group's own work (its fence and window marks, its ranking kept current)
+// as SumGroupPairs pairs, so a batch of many small workspaces goes in
+// several calls, none over the budget, and lands whole.
+func TestManySmallWorkspacesGoInShortCalls(t *testing.T) {
+	ctx := context.Background()
+	const maxPairs, workspaces, channels = 500, 60, 10
+	st, c := newStore(t, store.Options{MaxPairsPerCall: maxPairs})
+	m := window.Minute(time.Now())
+	counts := store.Counts{}
+	for w := range workspaces {
+		for ch := range channels {
+			counts.Add(fmt.Sprintf("w%d", w), m, fmt.Sprintf("c%d", ch), int64(1+ch))
+		}
+	}
+	b := st.PrepareSumParts([]store.Part{{Source: store.Source{Name: "t/0", First: 0, Last: 599}, Counts: counts}})
+	sums, pairs := b.CallShapes()
+	groups, total := 0, 0
+	for i := range sums {
+		if w := pairs[i] + sums[i]*store.SumGroupPairs; w > maxPairs {
+			t.Errorf("call %d: %d pairs and %d sum groups weigh %d, over %d", i, pairs[i], sums[i], w, maxPairs)
+		}
+		groups, total = groups+sums[i], total+pairs[i]
+	}
+	// By pairs alone the 600 would go in 2 calls of 30 workspaces; a sum
+	// group's own work is worth 10 pairs at least (BenchmarkSumCallRedisCPU).
+	if want := (workspaces*(channels+10) + maxPairs - 1) / maxPairs; len(sums) < want || groups != workspaces || total != workspaces*channels {
+		t.Fatalf("%d calls of %d sum groups and %d pairs, want at least %d calls of %d and %d", len(sums), groups, total, want, workspaces, workspaces*channels)
+	}
+	if err := st.Apply(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	for w := range workspaces {
+		got := readWin(t, c, keys.New("").Workspace(fmt.Sprintf("w%d", w)))
+		for ch := range channels {
+			if n := got[fmt.Sprintf("c%d", ch)]; n != int64(1+ch) {
+				t.Fatalf("w%d's running sum: c%d = %d, want %d", w, ch, n, 1+ch)
+			}
+		}
+	}
+}

@@ -341,7 +341,8 @@ func mergeCounts(parts []Part) Counts {
 }
 
 // ingestCalls packs workspace groups into ingest.lua calls (see the script
-// for the layout) of at most MaxPairsPerCall pairs. A group larger than
+// for the layout) of at most MaxPairsPerCall pairs, each sum group
+// counted as SumGroupPairs more. A group larger than
 // that is split by channel into chunks (fenceChunk), each fenced on its
 // own, and its chunks go in as many calls as they need; only a single
 // chunk larger than that makes a larger call. mode decides each group's
@@ -356,7 +357,7 @@ type ingestCalls struct {
 	one   bool     // one workspace per call (cluster: one slot per call)
 	calls []call
 	cur   *ingestCall
-	pairs int // pairs in cur
+	pairs int // pairs in cur, sum groups weighing SumGroupPairs more
 }
 
 func (s *Store) newIngestCalls(mode writeMode) *ingestCalls {
@@ -458,8 +459,18 @@ func (ic *ingestCalls) chunked(kinds []groupKind, ref groupRef, src Source, byMi
 	}
 }
 
+// SumGroupPairs is what a sum group's own work weighs in a call's budget
+// (MaxPairsPerCall), in pairs: its fence and window marks, and keeping
+// the cached ranking current (a copy of its top k, or a ZADD of the
+// changed counts), cost 70 to 200 µs of Redis (BenchmarkSumCallRedisCPU),
+// against 9 to 14 µs for a pair whose count reaches its ranking and about
+// 5 µs for the average pair of workload A. Counted by pairs alone, calls
+// of many small workspaces were the ones over 5 ms.
+const SumGroupPairs = 20
+
 // add adds group g once of each kind, in that order, to the current call,
-// or to a new one when they would take the current call past max pairs.
+// or to a new one when they would take the current call past max pairs
+// (sum groups weighing SumGroupPairs more).
 func (ic *ingestCalls) add(kinds []groupKind, g ingestGroup) {
 	// The group's minutes, in any order the keys and the parts share.
 	n := 0
@@ -481,6 +492,9 @@ func (ic *ingestCalls) add(kinds []groupKind, g ingestGroup) {
 		}
 	}
 	n *= len(kinds)
+	if kinds[0] != bucketsOf {
+		n += SumGroupPairs
+	}
 	if ic.cur == nil || (ic.one && ic.cur.groups[0].ref.ws != g.ref.ws) || (ic.pairs > 0 && ic.pairs+n > ic.max) {
 		ic.cur = &ingestCall{scriptCall: scriptCall{script: lua.Ingest, args: ic.args[:len(ic.args):len(ic.args)]}}
 		ic.calls = append(ic.calls, ic.cur)
