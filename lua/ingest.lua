@@ -545,11 +545,18 @@ local function add_buckets(k, g, apply, marks, hret, dret)
     local hour_closed = closed ~= nil and hour <= closed
     -- A bucket's first write is one ZADD of the pairs as they come: the
     -- parts of a group hold distinct channels. A later one adds to it in
-    -- C, through a scratch set and ZUNIONSTORE, unless the bucket is so
-    -- much larger than the pairs that rewriting it would cost more than
-    -- a ZINCRBY each.
+    -- C, the pairs of all the parts through a scratch set and one
+    -- ZUNIONSTORE, unless the bucket is so much larger than the pairs
+    -- that rewriting it would cost more than a ZINCRBY each. (The pairs of
+    -- all the parts, not of each: a large workspace's hold goes in parts
+    -- of a few pairs per fence chunk, each far smaller than its bucket.)
     local size = redis.call('ZCARD', bucket)
     local folding = marks.fm == mi and not late
+    local total = 0
+    for _, part in ipairs(apply) do
+      total = total + tonumber(ARGV[part.at[i]])
+    end
+    local union = not folding and size > 0 and total * 4 >= size
     local fr = marks.fr
     local pairs_in = 0
     for _, part in ipairs(apply) do
@@ -562,10 +569,8 @@ local function add_buckets(k, g, apply, marks, hret, dret)
           end
         elseif size == 0 then
           bulk('ZADD', bucket, ARGV, at + 1, at + 2 * n)
-        elseif n * 4 >= size then
+        elseif union then
           bulk('ZADD', tmp, ARGV, at + 1, at + 2 * n)
-          redis.call('ZUNIONSTORE', bucket, 2, bucket, tmp)
-          redis.call('DEL', tmp)
         else
           for q = at + 1, at + 2 * n - 1, 2 do
             redis.call('ZINCRBY', bucket, ARGV[q], ARGV[q + 1])
@@ -589,6 +594,10 @@ local function add_buckets(k, g, apply, marks, hret, dret)
         end
         pairs_in = pairs_in + n
       end
+    end
+    if union and pairs_in > 0 then
+      redis.call('ZUNIONSTORE', bucket, 2, bucket, tmp)
+      redis.call('DEL', tmp)
     end
     if marks.fr ~= fr then
       redis.call('HSET', roll, 'fr', marks.fr)

@@ -442,3 +442,39 @@ func TestHeldMinutesClearAsTheirHoldsLand(t *testing.T) {
 		}
 	}
 }
+
+// TestHeldChunksJoinInOneUnion: a large workspace's hold goes in parts of
+// a few pairs per fence chunk; into a bucket that has counts already,
+// ingest.lua adds the parts of a call together, through one ZUNIONSTORE,
+// rather than judging each part against the bucket's size (which took a
+// ZINCRBY per pair), and the bucket ends exact.
+func TestHeldChunksJoinInOneUnion(t *testing.T) {
+	ctx := context.Background()
+	st, c := newStore(t, store.Options{MaxPairsPerCall: 300})
+	m := window.Minute(time.Now())
+	want := map[string]int64{}
+	write := func(first, last int64, channels int) {
+		t.Helper()
+		counts := store.Counts{}
+		for ch := range channels {
+			counts.Add("big", m, fmt.Sprintf("c%d", ch), 1+int64(ch%3))
+			want[fmt.Sprintf("c%d", ch)] += 1 + int64(ch%3)
+		}
+		b := st.PrepareBucketParts([]store.Part{{Source: store.Source{Name: "t/0", First: first, Last: last}, Counts: counts}})
+		if err := st.Apply(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(0, 199, 200) // a new bucket: one ZADD
+	zincrby, zunion := commandCalls(t, c, "zincrby"), commandCalls(t, c, "zunionstore")
+	write(200, 599, 400) // 400 pairs in chunks, over two calls of at most 300
+	if n := commandCalls(t, c, "zincrby") - zincrby; n != 0 {
+		t.Errorf("%d ZINCRBY for a hold in chunks into a bucket at most 4 times its pairs, want 0", n)
+	}
+	if n := commandCalls(t, c, "zunionstore") - zunion; n != 2 {
+		t.Errorf("%d ZUNIONSTORE for a hold of two calls, want 2 (one per call)", n)
+	}
+	if got := readZset(t, c, keys.New("").Workspace("big").Bucket(m)); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("bucket = %v, want %v", got, want)
+	}
+}
