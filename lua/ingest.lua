@@ -418,9 +418,10 @@ local copy_above = 25
 -- keep_top keeps the cached ranking top (meta, its metadata; kk, its k;
 -- since, its window_start in unix ms) current with the counts a sum group
 -- raised above floor, cand's floor when the group began (see "The
--- ranking, kept current"), and says whether it did. rescanning says
--- whether refresh.lua rescans win (add_sum read the rescan's k).
-local function keep_top(base, top, meta, kk, since, minutes, cand, floor_key, floor, raised, rescanning)
+-- ranking, kept current"; floor_now is cand's floor after the group's
+-- trim), and says whether it did. rescanning says whether refresh.lua
+-- rescans win (add_sum read the rescan's k).
+local function keep_top(base, top, meta, kk, since, minutes, cand, floor, floor_now, raised, rescanning)
   if kk == 0 or rescanning or redis.call('EXISTS', base .. 'win:1h:slide') > 0 then
     return false
   end
@@ -445,7 +446,7 @@ local function keep_top(base, top, meta, kk, since, minutes, cand, floor_key, fl
     end
   end
   if #changed > 2 * copy_above then
-    if not ranks(cand, tonumber(redis.call('GET', floor_key)) or 0, kk) then
+    if not ranks(cand, floor_now, kk) then
       return false -- cannot happen while trims keep 1.5 k (cand.lua); a refresh will tell
     end
     local expires = redis.call('EXPIRETIME', top)
@@ -511,18 +512,20 @@ local function add_sum(k, g, apply, c)
     end
   end
   bulk('ZADD', cand, raised)
+  local floor_now = cand_floor -- cand's floor after this group's trim
   if latest_in_win > 0 then
     raise_expiry(win, latest_in_win)
     raise_expiry(minutes, latest_in_win)
     raise_expiry(cand, latest_in_win)
-    if trim(cand, floor_key, cand_floor, keep) > 0 then
+    floor_now = trim(cand, floor_key, cand_floor, keep)
+    if floor_now > 0 then
       raise_expiry(floor_key, latest_in_win)
     end
     if g.kind == 's' and g.source ~= '' then
       hold(pend, g.source, g.last, in_win, latest_in_win)
     end
   end
-  local kept = keep_top(g.base, KEYS[k + 8], KEYS[k + 7], ranked, since, minutes, cand, floor_key, cand_floor, raised,
+  local kept = keep_top(g.base, KEYS[k + 8], KEYS[k + 7], ranked, since, minutes, cand, cand_floor, floor_now, raised,
     rescanning > 0)
   return added, latest, kept
 end
