@@ -8,9 +8,7 @@ import (
 	"time"
 
 	"github.com/topk-dev/topk/pkg/internal/testenv"
-	"github.com/topk-dev/topk/pkg/keys"
 	"github.com/topk-dev/topk/pkg/store"
-	"github.com/topk-dev/topk/pkg/window"
 )
 
 // BenchmarkRefreshRedisCPU measures the Redis side of the hour's refresh
@@ -26,9 +24,7 @@ import (
 // Run: go test -run '^$' -bench RefreshRedisCPU -benchtime 10x ./pkg/store/
 func BenchmarkRefreshRedisCPU(b *testing.B) {
 	const events, partitions, k = 200_000, 8, 100
-	r := testenv.Redis(b)
-	c := testenv.Client(b, r.Addr())
-	st := store.New(c, keys.New(""), window.Hour, store.Options{})
+	st, c := newStore(b, store.Options{})
 	ctx := context.Background()
 	draw := workloadFlushes(b, partitions)
 	// flush applies one flush and returns the workspaces it touched.
