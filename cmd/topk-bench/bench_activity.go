@@ -6,6 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/topk-dev/topk/pkg/activityingest"
 	"github.com/topk-dev/topk/pkg/bench"
 	topk "github.com/topk-dev/topk/pkg/cli"
 	"github.com/topk-dev/topk/pkg/loadgen"
@@ -20,7 +21,7 @@ func benchActivityCommand(env *Env) *cli.Command {
 		&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "generator seed of the first run (run i uses seed+i-1)"},
 		&cli.Float64Flag{Name: "rate", Value: bench.DefaultActivityRate, Usage: "offered events per second (open loop)"},
 	}
-	flags = append(flags, benchRunFlags("counters workers")...)
+	flags = append(flags, benchRunFlags("counters workers", activityingest.DefaultBatchEvents)...)
 	flags = append(flags,
 		&cli.Float64Flag{Name: "query-rate", Value: bench.DefaultActivityQueryRate, Usage: "count queries per second while ingest runs (0: none)"},
 		&cli.BoolFlag{Name: "raw", Usage: "also run one archive worker (its own consumer group) into a throwaway PostgreSQL"},

@@ -10,6 +10,7 @@ import (
 	"github.com/topk-dev/topk/pkg/api"
 	"github.com/topk-dev/topk/pkg/bench"
 	topk "github.com/topk-dev/topk/pkg/cli"
+	"github.com/topk-dev/topk/pkg/ingest"
 	"github.com/topk-dev/topk/pkg/keys"
 	"github.com/topk-dev/topk/pkg/scheduler"
 	"github.com/topk-dev/topk/pkg/store"
@@ -24,7 +25,7 @@ func benchPipelineCommand(env *Env) *cli.Command {
 		&cli.Uint64Flag{Name: "seed", Value: bench.DefaultPipelineSeed, Usage: "generator seed of the first run (run i uses seed+i-1; both designs of a run use the same)"},
 		&cli.Float64Flag{Name: "rate", Value: bench.DefaultPipelineRate, Usage: "offered events per second (0: as fast as possible, with a capped backlog)"},
 	}
-	flags = append(flags, benchRunFlags("ingest workers")...)
+	flags = append(flags, benchRunFlags("ingest workers", ingest.DefaultBatchEvents)...)
 	flags = append(flags,
 		&cli.DurationFlag{Name: "interval", Value: scheduler.DefaultInterval, Usage: "scheduler refresh interval"},
 		&cli.IntFlag{Name: "k", Value: topk.DefaultK, Usage: "entries kept in each cached ranking"},

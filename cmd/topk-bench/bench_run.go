@@ -20,14 +20,14 @@ import (
 )
 
 // benchRunFlags are the flags of a run's timing and consumers; workers says
-// what the workers are ("ingest workers").
-func benchRunFlags(workers string) []cli.Flag {
+// what the workers are ("ingest workers"), batchEvents their default batch.
+func benchRunFlags(workers string, batchEvents int) []cli.Flag {
 	return []cli.Flag{
 		&cli.DurationFlag{Name: "duration", Value: bench.DefaultPipelineDuration, Usage: "measured period of each run"},
 		&cli.DurationFlag{Name: "warmup", Value: bench.DefaultPipelineWarmup, Usage: "unmeasured start of each run"},
 		&cli.IntFlag{Name: "workers", Value: bench.DefaultPipelineWorkers, Usage: workers + " (one consumer group) in this process"},
 		&cli.IntFlag{Name: "partitions", Value: bench.DefaultPipelinePartitions, Usage: "partitions of the benchmark's topic"},
-		&cli.IntFlag{Name: "batch-events", Value: ingest.DefaultBatchEvents, Usage: "ingest: flush a batch once it holds this many records"},
+		&cli.IntFlag{Name: "batch-events", Value: batchEvents, Usage: "ingest: flush a batch once it holds this many records"},
 		&cli.DurationFlag{Name: "batch-age", Value: ingest.DefaultBatchAge, Usage: "ingest: flush a batch this long after its oldest record reached the broker"},
 	}
 }

@@ -52,6 +52,14 @@ const (
 	RawDLQTopic = activity.Topic + ".raw.dlq"
 )
 
+// DefaultBatchEvents is the activity consumers' batch size (ingest.Config's
+// BatchEvents), smaller than the channel pipeline's: Raw keeps every event
+// of a batch in memory until the batch is written, so a worker behind a
+// backlog would hold that many whole events, and nothing was measured to
+// gain from more (ingest.DefaultBatchEvents pays for itself by
+// pre-aggregating channel counts).
+const DefaultBatchEvents = 200_000
+
 // Counters is the sink of the per-user and geo counters.
 type Counters struct {
 	users *usercount.Store

@@ -115,7 +115,7 @@ func (c ActivityConfig) withDefaults() ActivityConfig {
 		c.Partitions = DefaultPipelinePartitions
 	}
 	if c.BatchEvents == 0 {
-		c.BatchEvents = ingest.DefaultBatchEvents
+		c.BatchEvents = activityingest.DefaultBatchEvents
 	}
 	if c.BatchAge == 0 {
 		c.BatchAge = ingest.DefaultBatchAge

@@ -14,7 +14,7 @@ import (
 
 func activityArchiveCommand(env *Env) *cli.Command {
 	flags := []cli.Flag{brokersFlag(DefaultBrokers), activityTopicFlag(), postgresFlag("required"), rawRetentionFlag()}
-	flags = append(flags, ingestFlags(activityingest.RawGroup, activityingest.RawDLQTopic)...)
+	flags = append(flags, ingestFlags(activityingest.RawGroup, activityingest.RawDLQTopic, activityingest.DefaultBatchEvents)...)
 	flags = append(flags, LogFlags("info")...)
 	flags = append(flags, metricsFlag())
 	return withConfig(&cli.Command{

@@ -12,7 +12,7 @@ import (
 
 func activityIngestCommand(env *Env) *cli.Command {
 	flags := []cli.Flag{brokersFlag(DefaultBrokers), activityTopicFlag(), redisFlag(DefaultRedis), prefixFlag()}
-	flags = append(flags, ingestFlags(activityingest.CountersGroup, activity.DLQTopic)...)
+	flags = append(flags, ingestFlags(activityingest.CountersGroup, activity.DLQTopic, activityingest.DefaultBatchEvents)...)
 	flags = append(flags, guardFlags()...)
 	flags = append(flags, activityStoreFlags()...)
 	flags = append(flags, latenessFlag())

@@ -70,8 +70,9 @@ func topicFlag() cli.Flag {
 }
 
 // ingestFlags are the flags of a consumer-group command (ingest, activity
-// ingest and archive, run), whose group defaults to group.
-func ingestFlags(group, dlq string) []cli.Flag {
+// ingest and archive, run), whose group defaults to group and batches to
+// batchEvents records.
+func ingestFlags(group, dlq string, batchEvents int) []cli.Flag {
 	dlqFlag := &cli.StringFlag{Name: "dlq-topic", EnvVars: []string{"TOPK_DLQ_TOPIC"}, Value: dlq, Usage: "dead-letter topic"}
 	if dlq == "" {
 		dlqFlag.Usage = "dead-letter topic (default: <topic>.dlq)"
@@ -80,7 +81,7 @@ func ingestFlags(group, dlq string) []cli.Flag {
 		altsrc.NewStringFlag(&cli.StringFlag{Name: "group", EnvVars: []string{"TOPK_GROUP"}, Value: group, Usage: "Kafka consumer group of the workers"}),
 		altsrc.NewStringFlag(dlqFlag),
 		altsrc.NewIntFlag(&cli.IntFlag{Name: "workers", EnvVars: []string{"TOPK_WORKERS"}, Value: 1, Usage: "ingest workers in this process (each one consumer-group member)"}),
-		altsrc.NewIntFlag(&cli.IntFlag{Name: "batch-events", EnvVars: []string{"TOPK_BATCH_EVENTS"}, Value: ingest.DefaultBatchEvents, Usage: "flush a batch once it holds this many records"}),
+		altsrc.NewIntFlag(&cli.IntFlag{Name: "batch-events", EnvVars: []string{"TOPK_BATCH_EVENTS"}, Value: batchEvents, Usage: "flush a batch once it holds this many records (a worker that keeps up flushes by --batch-age first; one that is behind takes up to this many per batch)"}),
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "batch-age", EnvVars: []string{"TOPK_BATCH_AGE"}, Value: ingest.DefaultBatchAge, Usage: "flush a batch this long after its oldest record reached the broker (never counted from before the last flush began)"}),
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "session-timeout", EnvVars: []string{"TOPK_SESSION_TIMEOUT"}, Value: ingest.DefaultSessionTimeout, Usage: "how long the consumer group waits for a silent (crashed) worker before moving its partitions (heartbeats: every third of it, at most 1s apart); a Kafka broker accepts 6s to 30m at its defaults (group.min/max.session.timeout.ms)"}),
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "max-skew", EnvVars: []string{"TOPK_MAX_SKEW"}, Value: events.DefaultMaxSkew, Usage: "how far ahead of its arrival at the broker an event time may be and still count"}),

@@ -16,7 +16,7 @@ import (
 
 func ingestCommand(env *Env) *cli.Command {
 	flags := []cli.Flag{brokersFlag(DefaultBrokers), topicFlag(), redisFlag(DefaultRedis), prefixFlag()}
-	flags = append(flags, ingestFlags(DefaultGroup, "")...)
+	flags = append(flags, ingestFlags(DefaultGroup, "", ingest.DefaultBatchEvents)...)
 	flags = append(flags, userCapFlag(), globalAgeFlag(), maxPairsFlag(), uniqueUsersFlag(""))
 	flags = append(flags, guardFlags()...)
 	flags = append(flags, deploymentFlags()...)
@@ -49,12 +49,14 @@ func ingestCommand(env *Env) *cli.Command {
 type consumers struct {
 	n                 int // workers
 	topic, group, dlq string
+	batchEvents       int            // Config.BatchEvents
 	guard             *replica.Guard // of workers writing to Redis (nil: none)
 }
 
 // flagConsumers are the consumers the command's flags name, of topic.
 func flagConsumers(c *cli.Context, topic string) consumers {
-	return consumers{n: c.Int("workers"), topic: topic, group: c.String("group"), dlq: c.String("dlq-topic")}
+	return consumers{n: c.Int("workers"), topic: topic, group: c.String("group"), dlq: c.String("dlq-topic"),
+		batchEvents: c.Int("batch-events")}
 }
 
 // newWorkers builds the workers of cs, with the command's batch and group
@@ -76,7 +78,7 @@ func newWorkers(c *cli.Context, cs consumers, log *slog.Logger, newSink func() (
 			Group:            cs.group,
 			DLQTopic:         cs.dlq,
 			Sink:             sink,
-			BatchEvents:      c.Int("batch-events"),
+			BatchEvents:      cs.batchEvents,
 			BatchAge:         c.Duration("batch-age"),
 			SessionTimeout:   c.Duration("session-timeout"),
 			RebalanceTimeout: c.Duration("rebalance-timeout"),

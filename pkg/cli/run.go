@@ -25,7 +25,7 @@ import (
 
 func runCommand(env *Env) *cli.Command {
 	flags := []cli.Flag{brokersFlagNote("", "empty: start an in-process broker"), redisFlag(""), topicFlag(), prefixFlag()}
-	flags = append(flags, ingestFlags(DefaultGroup, "")...)
+	flags = append(flags, ingestFlags(DefaultGroup, "", ingest.DefaultBatchEvents)...)
 	// The demo counts every workspace's distinct users, so that the page
 	// and topk get --by users have them; a deployment names its own.
 	flags = append(flags, userCapFlag(), globalAgeFlag(), maxPairsFlag(), uniqueUsersFlag("*"))

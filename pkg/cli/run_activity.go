@@ -57,10 +57,12 @@ func startActivity(c *cli.Context, st *store.Store, producer *kgo.Client, guard 
 	if a.raw, err = openRaw(c); err != nil {
 		return nil, err
 	}
-	a.counters, err = newWorkers(c, consumers{n: 1, topic: a.topic, group: activityingest.CountersGroup, dlq: activity.DLQTopic, guard: guard}, log,
+	a.counters, err = newWorkers(c, consumers{n: 1, topic: a.topic, group: activityingest.CountersGroup, dlq: activity.DLQTopic,
+		batchEvents: activityingest.DefaultBatchEvents, guard: guard}, log,
 		activityCounters(c, st, guard))
 	if err == nil {
-		a.archive, err = newWorkers(c, consumers{n: 1, topic: a.topic, group: activityingest.RawGroup, dlq: activityingest.RawDLQTopic}, log,
+		a.archive, err = newWorkers(c, consumers{n: 1, topic: a.topic, group: activityingest.RawGroup, dlq: activityingest.RawDLQTopic,
+			batchEvents: activityingest.DefaultBatchEvents}, log,
 			func() (ingest.Sink, error) { return activityingest.NewRaw(a.raw, a.keep, c.Duration("max-skew")) })
 	}
 	if err != nil {

@@ -41,8 +41,22 @@ const (
 	// Redis from 11.2 and 9.8 to 6.1 and 6.5 µs per event against 500 ms
 	// ones (interleaved runs, seeds 1 and 2; issue 15). A ranking is then
 	// about a second plus the writes and the refresh old.
-	DefaultBatchEvents = 200_000
-	DefaultBatchAge    = time.Second
+	DefaultBatchAge = time.Second
+	// DefaultBatchEvents binds only a worker that is behind: one that
+	// keeps up flushes by the age first (about 100,000 records a second
+	// each for two workers at 200K events/s). One that is behind flushes
+	// what reached it while it wrote the batch before, up to this many, and
+	// a larger batch pre-aggregates more: on workload A, 0.41 distinct
+	// (workspace, channel) pairs per event in 200,000 records, 0.28 in
+	// 1,000,000, and Redis's cost goes with the pairs. With a cap of
+	// 200,000 a worker that fell behind went on writing batches that cost
+	// Redis more per event than it could give, and stayed behind (lag
+	// unbounded in 3 of 3 runs of A at 200K/s offered); with 1,000,000 its
+	// batches grow until it keeps up (issue 15; BENCHMARKS.md, "A batch as
+	// large as the backlog"). The cost: memory for a batch's distinct
+	// pairs, and flushes of a few seconds, which a rebalance (see
+	// DefaultRebalanceTimeout) and a shutdown (ShutdownGrace) wait for.
+	DefaultBatchEvents = 1_000_000
 
 	// DefaultSessionTimeout is short so that a crashed worker's partitions
 	// move to the others within seconds (franz-go's default, 45 s, stalled
