@@ -279,7 +279,8 @@ type phase struct {
 	lastSeen    int
 	reads       []readSample
 	lags        []lagSample
-	measureFrom time.Time // zero during warm-up
+	flushes     []flushSample // the ingest workers' (the pipeline design)
+	measureFrom time.Time     // zero during warm-up
 	rssMax      int64
 	// slowlog tallies SLOWLOG over the measured period (nil: not at all).
 	slowlog *slowlogRecorder
@@ -294,6 +295,33 @@ type readSample struct {
 	lat, svc time.Duration
 	err      bool
 	empty    bool
+}
+
+// flushSample is one batch an ingest worker wrote: when the write ended,
+// its records and how long the write took (ingest.Config.OnFlush).
+type flushSample struct {
+	at      time.Time
+	records int
+	took    time.Duration
+}
+
+func (p *phase) flushed(records int, took time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.flushes = append(p.flushes, flushSample{at: time.Now(), records: records, took: took})
+}
+
+// batchesSince summarizes the flushes since from.
+func (p *phase) batchesSince(from time.Time) *BatchStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var fs []flushSample
+	for _, f := range p.flushes {
+		if !f.at.Before(from) {
+			fs = append(fs, f)
+		}
+	}
+	return summarizeBatches(fs)
 }
 
 type lagSample struct {
@@ -469,7 +497,7 @@ func (p *phase) consumers(storeClient rueidis.Client) (workers []func(context.Co
 		ws := make([]*ingest.Worker, cfg.Workers)
 		for i := range ws {
 			if ws[i], err = ingest.New(ingest.Config{Kafka: kcfg, Topic: p.topic, Group: groupID, Store: st,
-				BatchEvents: cfg.BatchEvents, BatchAge: cfg.BatchAge, BucketAge: cfg.BucketAge, Logger: e.log}); err != nil {
+				BatchEvents: cfg.BatchEvents, BatchAge: cfg.BatchAge, BucketAge: cfg.BucketAge, Logger: e.log, OnFlush: p.flushed}); err != nil {
 				return nil, nil, fmt.Errorf("bench.pipeline: %w", err)
 			}
 			workers = append(workers, ws[i].Run)

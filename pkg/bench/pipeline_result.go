@@ -7,6 +7,7 @@ import (
 	"math"
 	"reflect"
 	"slices"
+	"time"
 )
 
 // PipelineResult is one run: the pipeline phase and, if asked, the naive
@@ -46,8 +47,43 @@ type PhaseResult struct {
 	Reads       Latency `json:"reads_ms"`
 	ReadService Latency `json:"read_service_ms"`
 
+	// Batches are the ingest workers' writes (nil for the naive design).
+	Batches *BatchStats `json:"batches,omitempty"`
+
 	Redis   RedisUsage   `json:"redis"`
 	Process ProcessUsage `json:"process"`
+}
+
+// BatchStats are the batches the ingest workers wrote in a period, each
+// ended by its age or its size (--batch-events), or holding no new record
+// (a hold's write): a worker that keeps up writes about a second's records
+// per batch, one that is behind as many as reached it during its last
+// write, up to the size.
+type BatchStats struct {
+	Flushes     int     `json:"flushes"`
+	RecordsMean float64 `json:"records_mean"`
+	RecordsMax  int     `json:"records_max"`
+	SecondsMean float64 `json:"seconds_mean"` // the write, with its retries and the commit
+	SecondsMax  float64 `json:"seconds_max"`
+}
+
+// summarizeBatches is nil when there were no flushes.
+func summarizeBatches(fs []flushSample) *BatchStats {
+	if len(fs) == 0 {
+		return nil
+	}
+	b := &BatchStats{Flushes: len(fs)}
+	var records int
+	var took time.Duration
+	for _, f := range fs {
+		records += f.records
+		took += f.took
+		b.RecordsMax = max(b.RecordsMax, f.records)
+		b.SecondsMax = max(b.SecondsMax, f.took.Seconds())
+	}
+	b.RecordsMean = float64(records) / float64(len(fs))
+	b.SecondsMean = took.Seconds() / float64(len(fs))
+	return b
 }
 
 // LagResult is the consumer lag over the measured period: records the
