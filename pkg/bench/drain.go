@@ -209,7 +209,7 @@ func (p *phase) drain(ctx context.Context, seed uint64) (BacklogDrain, error) {
 	res.Redis, res.Process = ph.Redis, ph.Process
 	// All of them: a worker reports a batch once it committed it, so the
 	// last may come after the end's snapshot, but not after g.stop.
-	res.Batches = p.batchesSince(begin.at)
+	res.Batches = p.batchesIn(begin.at, time.Now())
 	res.Process.PeakRSS, res.Process.RSSSource = peak, source
 	e.progressf("%s %s: drained %s events in %.2f s: %s events/s, Redis %.2f µs/event, %.3f commands/event",
 		p.label, p.design, group(res.Drained), res.Seconds, group(int64(res.Rate)), res.Redis.CPUMicrosPerEvent, res.Redis.CommandsPerEvent)

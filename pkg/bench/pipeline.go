@@ -311,13 +311,13 @@ func (p *phase) flushed(records int, took time.Duration) {
 	p.flushes = append(p.flushes, flushSample{at: time.Now(), records: records, took: took})
 }
 
-// batchesSince summarizes the flushes since from.
-func (p *phase) batchesSince(from time.Time) *BatchStats {
+// batchesIn summarizes the flushes of the period [from, to].
+func (p *phase) batchesIn(from, to time.Time) *BatchStats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var fs []flushSample
 	for _, f := range p.flushes {
-		if !f.at.Before(from) {
+		if !f.at.Before(from) && !f.at.After(to) {
 			fs = append(fs, f)
 		}
 	}

@@ -329,7 +329,7 @@ func (p *phase) result(begin, end snapshot, graceEnd time.Time) PhaseResult {
 	r.Reads = summarize(ps.lat)
 	r.Reads.Errors, r.Reads.Empty = ps.readErrs, ps.empty
 	r.ReadService = summarize(ps.svc)
-	r.Batches = summarizeBatches(ps.flushes)
+	r.Batches = p.batchesIn(begin.at, end.at)
 
 	r.Redis = p.redisUsage(begin, end, r.Counted)
 
@@ -348,7 +348,6 @@ type periodSamples struct {
 	lat, svc []time.Duration // per read: latency from its scheduled send, service time
 	readErrs int
 	empty    int
-	flushes  []flushSample
 }
 
 // samplesIn takes the lag samples, marker freshness and reads of the period
@@ -360,11 +359,6 @@ func (p *phase) samplesIn(begin, end, graceEnd time.Time) periodSamples {
 	for _, s := range p.lags {
 		if !s.at.Before(begin) && !s.at.After(end) {
 			ps.lags = append(ps.lags, s.lag)
-		}
-	}
-	for _, f := range p.flushes {
-		if !f.at.Before(begin) && !f.at.After(end) {
-			ps.flushes = append(ps.flushes, f)
 		}
 	}
 	for i, sent := range p.markerSent {
