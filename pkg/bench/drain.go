@@ -207,8 +207,9 @@ func (p *phase) drain(ctx context.Context, seed uint64) (BacklogDrain, error) {
 		res.Rate = float64(res.Drained) / res.Seconds
 	}
 	res.Redis, res.Process = ph.Redis, ph.Process
-	// All of them: a worker reports a batch once it committed it, so the
-	// last may come after the end's snapshot, but not after g.stop.
+	// All of them: a worker reports a batch once it wrote it and committed
+	// what it may, so the last may come after the end's snapshot (which
+	// waits for the commits), but not after g.stop.
 	res.Batches = p.batchesIn(begin.at, time.Now())
 	res.Process.PeakRSS, res.Process.RSSSource = peak, source
 	e.progressf("%s %s: drained %s events in %.2f s: %s events/s, Redis %.2f µs/event, %.3f commands/event",
@@ -388,7 +389,7 @@ func writeDrainTable(w io.Writer, m DrainRun) {
 		return fmt.Sprintf("%.2f s (first event counted after %.2f s)", p.Seconds, p.FirstSeconds)
 	})
 	row("**drain rate**", "rate", func(p BacklogDrain) string { return fmt.Sprintf("**%s events/s**", group(int64(p.Rate))) })
-	row("batches written: records mean / max, seconds mean / max", "", func(p BacklogDrain) string { return batchesCell(p.Batches) })
+	row(batchesRow, "", func(p BacklogDrain) string { return batchesCell(p.Batches) })
 	row("Redis CPU µs/event", "redis_cpu_us_per_event", func(p BacklogDrain) string {
 		return fmt.Sprintf("%.2f (%.2f s)", p.Redis.CPUMicrosPerEvent, p.Redis.CPUSeconds)
 	})

@@ -122,7 +122,7 @@ func writePhaseTable(w io.Writer, res PipelineResult, readWindow string) {
 		return fmt.Sprintf("**%s events/s** (%s in %.0f s)", group(int64(p.IngestRate)), group(p.Counted), p.Seconds)
 	})
 	row("consumer lag bounded", "", func(p PhaseResult) string { return lagCell(p.Lag) })
-	row("batches written: records mean / max, seconds mean / max", "", func(p PhaseResult) string { return batchesCell(p.Batches) })
+	row(batchesRow, "", func(p PhaseResult) string { return batchesCell(p.Batches) })
 	fresh := func(q float64, get func(Latency) float64) func(PhaseResult) string {
 		return func(p PhaseResult) string {
 			if p.Freshness.N == 0 {
@@ -186,14 +186,17 @@ func lagCell(l LagResult) string {
 	return fmt.Sprintf("%s (max %s; middle/last third max %s / %s; end %s)", v, group(l.Max), group(l.MaxMiddle), group(l.MaxLast), group(l.Final))
 }
 
+// batchesRow names the row batchesCell fills.
+const batchesRow = "batches written (count: records mean / max, seconds mean / max)"
+
 // batchesCell says what batches the ingest workers wrote ("—" for the naive
 // consumer, which writes per record).
 func batchesCell(b *BatchStats) string {
 	if b == nil {
 		return "—"
 	}
-	return fmt.Sprintf("%d: %s / %s records, %.2f / %.2f s", b.Flushes, group(int64(math.Round(b.RecordsMean))), group(int64(b.RecordsMax)),
-		b.SecondsMean, b.SecondsMax)
+	return fmt.Sprintf("%d (and %d of held counts alone): %s / %s records, %.2f / %.2f s", b.Count, b.HoldOnly,
+		group(int64(math.Round(b.RecordsMean))), group(int64(b.RecordsMax)), b.SecondsMean, b.SecondsMax)
 }
 
 // usageRow is a row about what Redis and this process spent; ratio is its

@@ -47,7 +47,8 @@ type PhaseResult struct {
 	Reads       Latency `json:"reads_ms"`
 	ReadService Latency `json:"read_service_ms"`
 
-	// Batches are the ingest workers' writes (nil for the naive design).
+	// Batches are the ingest workers' writes (nil for the naive design and
+	// the activity benchmark).
 	Batches *BatchStats `json:"batches,omitempty"`
 
 	Redis   RedisUsage   `json:"redis"`
@@ -55,12 +56,14 @@ type PhaseResult struct {
 }
 
 // BatchStats are the batches the ingest workers wrote in a period, each
-// ended by its age or its size (--batch-events), or holding no new record
-// (a hold's write): a worker that keeps up writes about a second's records
-// per batch, one that is behind as many as reached it during its last
-// write, up to the size.
+// ended by its age or its size (--batch-events): a worker that keeps up
+// writes about a second's records per batch, one that is behind as many as
+// reached it during its last write, up to the size. The records and
+// seconds are the batches'; HoldOnly counts the writes of held counts
+// alone (no new record), which they leave out.
 type BatchStats struct {
-	Flushes     int     `json:"flushes"`
+	Count       int     `json:"count"`
+	HoldOnly    int     `json:"hold_only"`
 	RecordsMean float64 `json:"records_mean"`
 	RecordsMax  int     `json:"records_max"`
 	SecondsMean float64 `json:"seconds_mean"` // the write, with its retries and the commit
@@ -72,17 +75,24 @@ func summarizeBatches(fs []flushSample) *BatchStats {
 	if len(fs) == 0 {
 		return nil
 	}
-	b := &BatchStats{Flushes: len(fs)}
+	b := &BatchStats{}
 	var records int
 	var took time.Duration
 	for _, f := range fs {
+		if f.records == 0 {
+			b.HoldOnly++
+			continue
+		}
+		b.Count++
 		records += f.records
 		took += f.took
 		b.RecordsMax = max(b.RecordsMax, f.records)
 		b.SecondsMax = max(b.SecondsMax, f.took.Seconds())
 	}
-	b.RecordsMean = float64(records) / float64(len(fs))
-	b.SecondsMean = took.Seconds() / float64(len(fs))
+	if b.Count > 0 {
+		b.RecordsMean = float64(records) / float64(b.Count)
+		b.SecondsMean = took.Seconds() / float64(b.Count)
+	}
 	return b
 }
 

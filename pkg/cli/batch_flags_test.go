@@ -9,6 +9,7 @@ import (
 	"github.com/topk-dev/topk/pkg/activityingest"
 	"github.com/topk-dev/topk/pkg/cli"
 	"github.com/topk-dev/topk/pkg/ingest"
+	"github.com/topk-dev/topk/pkg/internal/testenv"
 )
 
 // TestBatchEventsDefaults: the channel pipeline's commands batch up to
@@ -49,5 +50,20 @@ func TestBatchEventsDefaults(t *testing.T) {
 		if got != c.want {
 			t.Errorf("topk %s --batch-events defaults to %d, want %d", strings.Join(c.path, " "), got, c.want)
 		}
+	}
+}
+
+// TestBatchEventsAtLeastOne: a batch of no records is a usage error, not a
+// silent fall back to a default (ingest.Config takes 0 for "the channel
+// pipeline's", which an activity consumer must not get).
+func TestBatchEventsAtLeastOne(t *testing.T) {
+	r := testenv.Redis(t)
+	for _, cmd := range [][]string{{"ingest"}, {"activity", "ingest"}} {
+		t.Run(strings.Join(cmd, " "), func(t *testing.T) {
+			_, _, err := runCLI(t, append(cmd, "--redis", r.Addr(), "--brokers", "127.0.0.1:1", "--batch-events", "0")...)
+			if code := exitCode(t, err); code != 2 || !strings.Contains(err.Error(), "--batch-events must be at least 1") {
+				t.Fatalf("exit %d (%v), want 2 naming --batch-events", code, err)
+			}
+		})
 	}
 }

@@ -66,6 +66,9 @@ func newWorkers(c *cli.Context, cs consumers, log *slog.Logger, newSink func() (
 	if n < 1 {
 		return nil, cli.Exit("--workers must be at least 1", ExitUsage)
 	}
+	if cs.batchEvents < 1 {
+		return nil, cli.Exit("--batch-events must be at least 1", ExitUsage)
+	}
 	workers := make([]*ingest.Worker, n)
 	for i := range workers {
 		sink, err := newSink()

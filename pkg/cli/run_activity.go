@@ -58,11 +58,11 @@ func startActivity(c *cli.Context, st *store.Store, producer *kgo.Client, guard 
 		return nil, err
 	}
 	a.counters, err = newWorkers(c, consumers{n: 1, topic: a.topic, group: activityingest.CountersGroup, dlq: activity.DLQTopic,
-		batchEvents: activityingest.DefaultBatchEvents, guard: guard}, log,
+		batchEvents: activityBatchEvents(c), guard: guard}, log,
 		activityCounters(c, st, guard))
 	if err == nil {
 		a.archive, err = newWorkers(c, consumers{n: 1, topic: a.topic, group: activityingest.RawGroup, dlq: activityingest.RawDLQTopic,
-			batchEvents: activityingest.DefaultBatchEvents}, log,
+			batchEvents: activityBatchEvents(c)}, log,
 			func() (ingest.Sink, error) { return activityingest.NewRaw(a.raw, a.keep, c.Duration("max-skew")) })
 	}
 	if err != nil {
@@ -70,6 +70,17 @@ func startActivity(c *cli.Context, st *store.Store, producer *kgo.Client, guard 
 		return nil, err
 	}
 	return a, nil
+}
+
+// activityBatchEvents is the batch size of run's activity workers: the
+// activity consumers' default (the raw archive holds a batch's every
+// event), unless --batch-events is set, which then sizes every worker of
+// the run.
+func activityBatchEvents(c *cli.Context) int {
+	if c.IsSet("batch-events") {
+		return c.Int("batch-events")
+	}
+	return activityingest.DefaultBatchEvents
 }
 
 func (a *runActivity) close() { a.raw.Close() }

@@ -15,7 +15,7 @@ var (
 	flushRecords = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: Namespace, Subsystem: "ingest", Name: "flush_records",
 		Help:    "Records (valid and rejected) per batch written and committed.",
-		Buckets: prometheus.ExponentialBuckets(1, 4, 10), // 1 .. 262144
+		Buckets: prometheus.ExponentialBuckets(1, 4, 11), // 1 .. 1048576: a worker behind fills ingest.DefaultBatchEvents
 	}, []string{"group"})
 	flushDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: Namespace, Subsystem: "ingest", Name: "flush_duration_seconds",
