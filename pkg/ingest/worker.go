@@ -54,10 +54,10 @@ const (
 	// 1,000,000 its batches grow and it catches up sooner (on A at 200K/s
 	// offered, freshness p99 5.1 s with 1,000,000 against 13.6 s with
 	// 200,000, medians of 9 alternated runs; issue 15; BENCHMARKS.md, "A
-	// batch as large as the backlog"). The cost: memory for a batch's events (about 100 bytes
-	// each, kept for the holds' recounts), and flushes of a few seconds,
-	// which a rebalance (see DefaultRebalanceTimeout) and a shutdown
-	// (ShutdownGrace) wait for.
+	// batch as large as the backlog"). The cost: memory for a batch's
+	// events (about 100 bytes each, kept for the holds' recounts), and
+	// flushes of a few seconds, which a rebalance (see
+	// DefaultRebalanceTimeout) and a shutdown (ShutdownGrace) wait for.
 	DefaultBatchEvents = 1_000_000
 
 	// DefaultSessionTimeout is short so that a crashed worker's partitions
