@@ -85,10 +85,16 @@ type channelSink struct {
 	win window.Window
 	// userCap is the per-user-per-minute cap, nil when it is off. Its
 	// state outlives each batch.
-	userCap  *userCap
+	userCap *userCap
+	// parts and events are the pending batch, which Add fills; sealed is
+	// the batch Write writes (nil until Seal), prepared that batch as
+	// prepared for Redis, once Write built it. Add and Seal run on the
+	// worker's goroutine, Write may run on another (see Sealer): Write
+	// touches sealed, prepared and the holds, never what Add fills.
 	parts    map[topicPartition]*part
 	events   int64
-	prepared *store.Batch // the pending batch as prepared for Redis, once Write built it
+	sealed   *sealedBatch
+	prepared *store.Batch
 	// users and userBatch count unique users (ChannelOptions.Users), nil
 	// when off. The batch holds the pending events' users.
 	users     *uniq.Store
@@ -171,7 +177,41 @@ func (s *channelSink) Add(r *kgo.Record, arrived, now time.Time) error {
 	return nil
 }
 
+// sealedBatch is the batch a channel sink writes while Add fills the next:
+// its parts, its valid events, its users (nil when off), and the last
+// record given to Add of each partition when it was sealed.
+type sealedBatch struct {
+	parts  map[topicPartition]*part
+	events int64
+	users  *uniq.Batch
+	last   []*kgo.Record
+}
+
+// Seal sets the pending batch aside for the next Write (see Sealer).
+func (s *channelSink) Seal() {
+	if s.sealed != nil {
+		// The worker seals only after the last sealed batch was written:
+		// sealing over it would commit its records unwritten.
+		panic("ingest: channel sink sealed twice without a Write between")
+	}
+	if s.sizes == nil {
+		s.sizes = map[topicPartition]batchSize{}
+	}
+	for tp, p := range s.parts {
+		s.sizes[tp] = p.batches[0].size()
+	}
+	s.sealed = &sealedBatch{parts: s.parts, events: s.events, users: s.userBatch, last: s.lastRecords()}
+	s.parts, s.events = map[topicPartition]*part{}, 0
+	if s.users != nil {
+		s.userBatch = s.users.NewBatch()
+	}
+}
+
 func (s *channelSink) Write(ctx context.Context) (Written, error) {
+	if s.sealed == nil {
+		s.Seal()
+	}
+	b := s.sealed
 	if s.prepared == nil {
 		s.prepare()
 	}
@@ -179,8 +219,8 @@ func (s *channelSink) Write(ctx context.Context) (Written, error) {
 	// be durable by then. If the counts then fail, the retry has no users
 	// left to send (a successful write empties the batch), and a replay
 	// after a crash sends them again harmlessly (PFADD is idempotent).
-	if s.userBatch != nil {
-		if err := s.users.Write(ctx, s.userBatch); err != nil {
+	if b.users != nil {
+		if err := s.users.Write(ctx, b.users); err != nil {
 			return Written{}, err
 		}
 	}
@@ -193,22 +233,17 @@ func (s *channelSink) Write(ctx context.Context) (Written, error) {
 	if err != nil {
 		return Written{}, err
 	}
-	w := Written{Counted: s.events - s.prepared.Skipped, Replayed: s.prepared.Skipped, Recounted: int64(s.prepared.Recounted),
+	w := Written{Counted: b.events - s.prepared.Skipped, Replayed: s.prepared.Skipped, Recounted: int64(s.prepared.Recounted),
 		Commit: commit, Held: !s.buckets.empty() || !s.global.empty() || s.writing != nil}
-	s.parts, s.events, s.prepared = map[topicPartition]*part{}, 0, nil
+	s.sealed, s.prepared = nil, nil
 	return w, nil
 }
 
-// prepare turns the pending batch into its running sums (and its buckets,
+// prepare turns the sealed batch into its running sums (and its buckets,
 // when they are not held) as Write sends them, and adds it to the holds.
 func (s *channelSink) prepare() {
-	if s.sizes == nil {
-		s.sizes = map[topicPartition]batchSize{}
-	}
-	for tp, p := range s.parts {
-		s.sizes[tp] = p.batches[0].size()
-	}
-	parts := storeParts(s.parts)
+	b := s.sealed
+	parts := storeParts(b.parts)
 	if s.bucketAge < 0 {
 		s.prepared = s.st.PrepareWorkspaceParts(parts)
 	} else {
@@ -218,13 +253,13 @@ func (s *channelSink) prepare() {
 	// always is with theirs): merging its counts, already merged over its
 	// batches, costs a third less than merging every batch.
 	now := s.now()
-	if s.bucketAge >= 0 && s.buckets.empty() && s.global.empty() && len(s.parts) > 0 {
+	if s.bucketAge >= 0 && s.buckets.empty() && s.global.empty() && len(b.parts) > 0 {
 		s.bucketsSince = now
 	}
-	for tp, p := range s.parts {
+	for tp, p := range b.parts {
 		s.global.add(tp, p, true, now)
 	}
-	s.heldEvents += s.events
+	s.heldEvents += b.events
 }
 
 // writeHeld moves the holds on once the batch's sums landed: it collects
@@ -303,7 +338,7 @@ func (s *channelSink) due(now time.Time) ([]*store.Batch, []*kgo.Record) {
 		return batches, nil
 	}
 	s.heldEvents = 0
-	return batches, s.lastRecords() // everything given to Add so far
+	return batches, s.sealed.last // everything sealed so far
 }
 
 // lastRecords returns the last record given to Add of each partition.

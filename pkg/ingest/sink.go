@@ -73,3 +73,17 @@ type Holder interface {
 	Sink
 	Release()
 }
+
+// Sealer is a Sink that can set its pending batch aside, so that the
+// worker polls, decodes and pre-aggregates its next batch while the store
+// takes the one before: the worker's CPU and the store's then overlap
+// instead of taking turns (on the channel pipeline, Redis's time is most
+// of a flush). After Seal, Write writes the sealed batch alone, on another
+// goroutine than Add, which meanwhile fills the next one. The worker seals
+// only once the Write of the batch sealed before has succeeded, and calls
+// Release only between Writes. A Write with nothing sealed seals the
+// pending batch first, so a caller that never seals sees a plain Sink.
+type Sealer interface {
+	Sink
+	Seal()
+}

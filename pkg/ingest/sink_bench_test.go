@@ -42,9 +42,10 @@ func BenchmarkSinkCPU(b *testing.B) {
 			bt.add(recs[next%len(recs)], sink, now, "t.dlq")
 			next++
 		}
+		sink.Seal()
 		sink.prepare()
-		sink.parts, sink.prepared = map[topicPartition]*part{}, nil
 		sink.due(clock)
+		sink.sealed, sink.prepared = nil, nil
 		clock = clock.Add(time.Second)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*perBatch), "ns/event")

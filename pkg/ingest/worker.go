@@ -332,20 +332,21 @@ func (w *Worker) run(ctx context.Context) error {
 	}
 	log.Info("ingest worker started", attrs...)
 	c := &consumer{w: w, cl: cl, log: log, hurry: &hurry, b: newBatch(), summary: newRejectSummary(log, 10*time.Second), flushBegan: time.Now()}
+	defer c.wait() // before cancelIO: a flush under way ends on its own, or after ShutdownGrace
 	for {
-		n, closed := c.poll(ctx)
+		caughtUp, closed := c.poll(ctx)
 		if closed {
 			return nil
 		}
 		stopping := ctx.Err() != nil
-		if err := c.maybeFlush(ioCtx, n, stopping); err != nil {
+		if err := c.maybeFlush(ioCtx, caughtUp, stopping); err != nil {
 			if errors.Is(err, ErrStartOver) {
 				return err
 			}
-			log.Warn("batch not flushed; its records stay uncommitted and will be consumed again", "records", c.b.records, "err", err)
+			log.Warn("batch not flushed; its records stay uncommitted and will be consumed again", "err", err)
 			return nil
 		}
-		if c.b.empty() && !c.held {
+		if c.b.empty() && !c.held && c.flushing == nil {
 			cl.AllowRebalance()
 		}
 		c.summary.maybeLog()
@@ -393,12 +394,51 @@ type consumer struct {
 	// the first): the worker took no records since, so a record that
 	// arrived meanwhile has waited since then at most (see batchStart).
 	flushBegan time.Time
+	// flushing is the flush under way on a goroutine of its own while the
+	// worker polls the next batch (when the sink is a Sealer), nil when
+	// none. The next flush starts only once it is over, so batches are
+	// written and committed in order, and the worker holds at most two.
+	flushing *flushing
+}
+
+// flushing is one batch's flush (Worker.flush) on a goroutine of its own.
+// Its fields other than done are set before done is closed.
+type flushing struct {
+	b    *batch
+	done chan struct{}
+	held bool
+	err  error
+}
+
+// over reports whether the flush has ended, waiting for it if wait is set.
+// It ends on its own (its writes are retried until they succeed or the
+// worker's I/O context ends, ShutdownGrace after the worker's).
+func (f *flushing) over(wait bool) bool {
+	if wait {
+		<-f.done
+		return true
+	}
+	select {
+	case <-f.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// wait waits for the flush under way, if any, without collecting it: the
+// worker is leaving.
+func (c *consumer) wait() {
+	if c.flushing != nil {
+		c.flushing.over(true)
+	}
 }
 
 // poll adds to the batch what one poll brings, waiting at most until the
-// batch (or the hold) is due, and returns how many records it brought, or
+// batch (or the hold) is due, or until the flush under way ends. It
+// reports caughtUp when it waited until then and found nothing new, or
 // closed when the client is closed.
-func (c *consumer) poll(ctx context.Context) (n int, closed bool) {
+func (c *consumer) poll(ctx context.Context) (caughtUp, closed bool) {
 	w, b := c.w, c.b
 	deadline := time.Now().Add(w.cfg.BatchAge)
 	if !b.empty() {
@@ -407,10 +447,21 @@ func (c *consumer) poll(ctx context.Context) (n int, closed bool) {
 		deadline = c.lastFlush.Add(w.cfg.BatchAge)
 	}
 	pollCtx, cancel := context.WithDeadline(ctx, deadline)
+	if f := c.flushing; f != nil {
+		// The poll ends early when the flush under way does, so that its
+		// outcome (a commit, a hold released) is collected at once.
+		go func() {
+			select {
+			case <-f.done:
+				cancel()
+			case <-pollCtx.Done():
+			}
+		}()
+	}
 	fetches := c.cl.PollRecords(pollCtx, w.cfg.BatchEvents-b.records)
 	cancel()
 	if fetches.IsClientClosed() {
-		return 0, true
+		return false, true
 	}
 	fetches.EachError(func(topic string, p int32, err error) {
 		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
@@ -419,7 +470,7 @@ func (c *consumer) poll(ctx context.Context) (n int, closed bool) {
 	})
 	wasEmpty, wall := b.empty(), time.Now()
 	var oldest time.Time
-	now := w.cfg.Clock()
+	n, now := 0, w.cfg.Clock()
 	fetches.EachRecord(func(r *kgo.Record) {
 		if wasEmpty {
 			if at := arrival(r, wall); oldest.IsZero() || at.Before(oldest) {
@@ -434,14 +485,31 @@ func (c *consumer) poll(ctx context.Context) (n int, closed bool) {
 	}
 	w.stats.Consumed.Add(int64(n))
 	w.lag.polled(fetches)
-	return n, false
+	// A poll cut short by the flush's end waited less than a batch's age:
+	// its emptiness says nothing of the stream.
+	cut := c.flushing != nil && c.flushing.over(false) && time.Now().Before(deadline)
+	return n == 0 && !cut, false
 }
 
 // maybeFlush flushes the batch (and what the sink holds) when it is due,
-// when the worker stops, or when a rebalance waits for it; n is what the
-// last poll brought.
-func (c *consumer) maybeFlush(ctx context.Context, n int, stopping bool) error {
+// when the worker stops, or when a rebalance waits for it; caughtUp is
+// what the last poll reported. It first collects the flush under way once
+// it is over, waiting for it when the batch is due (or the worker stops,
+// or a rebalance waits). A Sealer's batch is flushed on a goroutine of its
+// own while the worker polls the next one, except when the sink is
+// released (the worker stops, a rebalance waits, or it caught up): what
+// comes next then needs the flush done, so the worker waits for it.
+func (c *consumer) maybeFlush(ctx context.Context, caughtUp, stopping bool) error {
 	w, b := c.w, c.b
+	if f := c.flushing; f != nil {
+		due := b.records >= w.cfg.BatchEvents || (!b.empty() && !time.Now().Before(b.started.Add(w.cfg.BatchAge)))
+		if !f.over(due || stopping || c.hurry.Load()) {
+			return nil
+		}
+		if err := c.collect(); err != nil {
+			return err
+		}
+	}
 	since := b.started
 	if b.empty() {
 		since = c.lastFlush
@@ -452,25 +520,49 @@ func (c *consumer) maybeFlush(ctx context.Context, n int, stopping bool) error {
 	// hold's larger merges gain nothing then, so it ends at once (a
 	// drained backlog is committed, and a quiet stream's global view is
 	// current).
-	idle := n == 0 && b.empty()
+	idle := caughtUp && b.empty()
 	if !pending || !(due || stopping || c.hurry.Load() || (c.held && idle)) {
 		return nil
 	}
-	if h, ok := w.cfg.Sink.(Holder); ok && (stopping || c.hurry.Load() || idle) {
+	release := stopping || c.hurry.Load() || idle
+	if h, ok := w.cfg.Sink.(Holder); ok && release {
 		h.Release()
 	}
 	c.flushBegan = time.Now()
-	held, err := w.flush(ctx, c.cl, b, c.log)
-	if err != nil {
-		return err
+	f := &flushing{b: b, done: make(chan struct{})}
+	c.b, c.flushing = newBatch(), f
+	run := func() {
+		defer close(f.done)
+		f.held, f.err = w.flush(ctx, c.cl, b, c.log)
 	}
-	c.summary.add(b.rejected)
-	next := newBatch()
-	if held {
-		next.last = b.last // later records of a partition replace its entry
+	if s, ok := w.cfg.Sink.(Sealer); ok && !release {
+		s.Seal()
+		go run()
+		return nil
 	}
-	c.b, c.held, c.lastFlush = next, held, time.Now()
-	if !held {
+	run()
+	return c.collect()
+}
+
+// collect takes in the outcome of the flush that is over.
+func (c *consumer) collect() error {
+	f := c.flushing
+	c.flushing = nil
+	if f.err != nil {
+		return f.err
+	}
+	c.summary.add(f.b.rejected)
+	if f.held {
+		// Its offsets wait for the sink's holds: the next batch carries
+		// them, unless it has later records of the same partition.
+		for tp, r := range f.b.last {
+			if _, ok := c.b.last[tp]; !ok {
+				c.b.last[tp] = r
+			}
+		}
+	}
+	c.held, c.lastFlush = f.held, time.Now()
+	if !f.held && c.b.empty() {
 		c.hurry.Store(false)
 	}
 	return nil
