@@ -2,18 +2,8 @@ package ingest
 
 import (
 	"context"
-	"strconv"
 	"testing"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/topk-dev/topk/pkg/events"
-	"github.com/topk-dev/topk/pkg/internal/testenv"
-	"github.com/topk-dev/topk/pkg/keys"
-	"github.com/topk-dev/topk/pkg/loadgen"
-	"github.com/topk-dev/topk/pkg/store"
-	"github.com/topk-dev/topk/pkg/window"
 )
 
 // A stream that stops right after the global view was written on its own
@@ -23,14 +13,7 @@ import (
 // so they stayed held, with the offsets, until more records came.
 func TestReleaseWritesBucketsAfterTheGlobalViewAlone(t *testing.T) {
 	ctx := context.Background()
-	r := testenv.Redis(t)
-	ks := keys.New("t")
-	st := store.New(testenv.Client(t, r.Addr()), ks, window.Hour, store.Options{})
-	sink, err := NewChannelSink(st, ChannelOptions{GlobalAge: time.Second, BucketAge: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs := sink.(*channelSink)
+	cs, st, ks := newTestChannelSink(t, ChannelOptions{GlobalAge: time.Second, BucketAge: time.Hour})
 	clock := time.Now()
 	cs.now = func() time.Time { return clock }
 
@@ -40,8 +23,7 @@ func TestReleaseWritesBucketsAfterTheGlobalViewAlone(t *testing.T) {
 		t.Helper()
 		b := newBatch()
 		for _, ch := range channels {
-			ev := events.Event{EventID: "e-" + strconv.FormatInt(offset, 10), WorkspaceID: "ws", ChannelID: ch, TS: now.UnixMilli()}
-			b.add(&kgo.Record{Topic: "events", Offset: offset, Key: []byte("ws"), Value: loadgen.Encode(ev, nil), Timestamp: now}, cs, now, "events.dlq")
+			b.add(channelRecord(offset, ch, now), cs, now, "events.dlq")
 			offset++
 		}
 		w, err := cs.Write(ctx)

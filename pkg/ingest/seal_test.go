@@ -2,18 +2,8 @@ package ingest
 
 import (
 	"context"
-	"strconv"
 	"testing"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/topk-dev/topk/pkg/events"
-	"github.com/topk-dev/topk/pkg/internal/testenv"
-	"github.com/topk-dev/topk/pkg/keys"
-	"github.com/topk-dev/topk/pkg/loadgen"
-	"github.com/topk-dev/topk/pkg/store"
-	"github.com/topk-dev/topk/pkg/window"
 )
 
 // A channel sink's Write writes the batch sealed before it, and nothing
@@ -24,22 +14,13 @@ import (
 // tests.)
 func TestSealedBatchIsWrittenAlone(t *testing.T) {
 	ctx := context.Background()
-	r := testenv.Redis(t)
-	ks := keys.New("t")
-	st := store.New(testenv.Client(t, r.Addr()), ks, window.Hour, store.Options{})
-	sink, err := NewChannelSink(st, ChannelOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs := sink.(*channelSink)
+	cs, st, ks := newTestChannelSink(t, ChannelOptions{})
 
 	now := time.Now()
 	offset := int64(0)
 	add := func(channels ...string) {
 		for _, ch := range channels {
-			ev := events.Event{EventID: "e-" + strconv.FormatInt(offset, 10), WorkspaceID: "ws", ChannelID: ch, TS: now.UnixMilli()}
-			rec := &kgo.Record{Topic: "events", Offset: offset, Key: []byte("ws"), Value: loadgen.Encode(ev, nil), Timestamp: now}
-			if err := cs.Add(rec, now, now); err != nil {
+			if err := cs.Add(channelRecord(offset, ch, now), now, now); err != nil {
 				t.Fatal(err)
 			}
 			offset++
