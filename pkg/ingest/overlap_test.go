@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -17,8 +18,9 @@ import (
 // Write wrote; every Write waits for a value on gate before it succeeds,
 // so a test decides when each batch lands.
 type gateSink struct {
-	gate    chan struct{}
-	writing atomic.Bool
+	gate        chan struct{}
+	writing     atomic.Bool
+	writesBegun atomic.Int64
 
 	mu              sync.Mutex
 	pending, sealed []int64
@@ -48,6 +50,7 @@ func (s *gateSink) Seal() {
 }
 
 func (s *gateSink) Write(ctx context.Context) (ingest.Written, error) {
+	s.writesBegun.Add(1)
 	s.writing.Store(true)
 	defer s.writing.Store(false)
 	select {
@@ -67,12 +70,17 @@ func (s *gateSink) Write(ctx context.Context) (ingest.Written, error) {
 
 func (s *gateSink) String() string { return "offsets to memory" }
 
-// written returns, per Write so far, its first and last offsets.
+// written returns, per Write so far, its first and last offsets ("[]" for
+// a Write of nothing).
 func (s *gateSink) written() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := ""
 	for _, w := range s.writes {
+		if len(w) == 0 {
+			out += "[]"
+			continue
+		}
 		out += fmt.Sprintf("[%d..%d]", w[0], w[len(w)-1])
 	}
 	return out
@@ -147,5 +155,68 @@ func TestWorkerPollsWhileFlushing(t *testing.T) {
 				t.Errorf("%d records added beside a batch being written, want 0", adds)
 			}
 		})
+	}
+}
+
+// holdingSink is a gateSink that holds what it writes (Written.Held) until
+// it is released: a Sealer and a Holder, as the channel sink is.
+type holdingSink struct {
+	*gateSink
+	released atomic.Bool
+}
+
+func (s *holdingSink) Release() { s.released.Store(true) }
+
+func (s *holdingSink) Write(ctx context.Context) (ingest.Written, error) {
+	w, err := s.gateSink.Write(ctx)
+	w.Held = err == nil && !s.released.Swap(false)
+	return w, err
+}
+
+// processCPU is the CPU time this process has used so far.
+func processCPU(t *testing.T) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestWorkerWaitsQuietlyBesideItsFlush: a worker whose stream went quiet
+// while a batch is written, with counts held from the batch before, waits
+// for the write to end instead of polling in a loop (its hold's deadline
+// passed during the write, and a poll that ends at once would spin until
+// the write returns), then releases the hold and commits everything.
+func TestWorkerWaitsQuietlyBesideItsFlush(t *testing.T) {
+	f := newFixture(t, 1)
+	hs := &holdingSink{gateSink: &gateSink{gate: make(chan struct{})}}
+	f.configure = func(c *ingest.Config) {
+		c.Sink, c.BatchEvents, c.BatchAge = hs, 100, 100*time.Millisecond
+	}
+	recs := make([]*kgo.Record, 200)
+	for i := range recs {
+		recs[i] = &kgo.Record{Key: []byte("w"), Value: []byte("x")}
+	}
+	f.produce(recs...)
+	w := f.startWorker("g")
+
+	// The first write ends held; the second batch, polled meanwhile, is
+	// written next, with nothing left to poll.
+	waitFor(t, "the second batch to be polled during the first write", func() bool { return w.Stats().Consumed.Load() == 200 })
+	hs.gate <- struct{}{}
+	waitFor(t, "the second write to begin", func() bool { return hs.writesBegun.Load() == 2 })
+	time.Sleep(300 * time.Millisecond) // the hold's deadline passes
+	before := processCPU(t)
+	time.Sleep(time.Second)
+	if spent := processCPU(t) - before; spent > 300*time.Millisecond {
+		t.Errorf("the worker used %v of CPU in the second it waited for its write: it polls in a loop", spent)
+	}
+	hs.gate <- struct{}{} // the second write, held
+	hs.gate <- struct{}{} // the release, once a poll finds nothing new
+	waitFor(t, "everything committed", func() bool { return committedOffsets(t, f.brokers(), "g") == 200 })
+	close(hs.gate)
+	w.stop()
+	if got, want := hs.written(), "[0..99][100..199][]"; got != want {
+		t.Errorf("batches written %s, want %s (the last the release)", got, want)
 	}
 }

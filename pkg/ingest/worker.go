@@ -443,7 +443,10 @@ func (c *consumer) poll(ctx context.Context) (caughtUp, closed bool) {
 	deadline := time.Now().Add(w.cfg.BatchAge)
 	if !b.empty() {
 		deadline = b.started.Add(w.cfg.BatchAge)
-	} else if c.held {
+	} else if c.held && c.flushing == nil {
+		// While a flush is under way the hold is its business: its end
+		// cuts this poll short. (A deadline passed during the write would
+		// have each poll return at once, in a loop until the write ends.)
 		deadline = c.lastFlush.Add(w.cfg.BatchAge)
 	}
 	pollCtx, cancel := context.WithDeadline(ctx, deadline)
