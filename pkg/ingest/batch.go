@@ -44,7 +44,8 @@ type batch struct {
 // given the arrival of its oldest record, when the worker's last flush
 // began and the wall clock's now. A batch is as old as its oldest record,
 // not as the poll that found it: records that arrived while the worker was
-// flushing waited in the client's buffer, and counting their age from the
+// flushing (with a sink that is not a Sealer) or waiting for a flush to end
+// waited in the client's buffer, and counting their age from the
 // next poll would add the flush's duration to their freshness on top of
 // the batch age. It is never before the last flush began, though: older
 // records were already waiting then (a backlog, or what a full batch left

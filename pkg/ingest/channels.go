@@ -90,7 +90,9 @@ type channelSink struct {
 	// the batch Write writes (nil until Seal), prepared that batch as
 	// prepared for Redis, once Write built it. Add and Seal run on the
 	// worker's goroutine, Write may run on another (see Sealer): Write
-	// touches sealed, prepared and the holds, never what Add fills.
+	// touches sealed, prepared, uncommitted and the holds, never what Add
+	// fills (a Write with nothing sealed seals first, but the worker adds
+	// nothing meanwhile then).
 	parts    map[topicPartition]*part
 	events   int64
 	sealed   *sealedBatch
@@ -108,13 +110,20 @@ type channelSink struct {
 	bucketsSince    time.Time // the oldest counts not in the buckets (in either hold) came then
 	heldEvents      int64
 	release         bool // Release was called: the next Write writes what is held
-	// last is the last record given to Add of each partition, and writing
-	// the held counts being written in the background (nil when none).
-	last    map[topicPartition]*kgo.Record
-	sizes   map[topicPartition]batchSize // the last batch's, to size the next one's
-	writing *heldWrite
-	log     *slog.Logger
-	now     func() time.Time // the holds' clock: time.Now
+	// last is the last record given to Add of each partition since the
+	// last Seal (the worker's side); uncommitted the last record of each
+	// partition whose counts Write took and no commit has named yet
+	// (Write's side): a hold's commit names those alone, never a partition
+	// given up in a rebalance since (the worker then released and
+	// committed everything), whose offset its new owner commits now.
+	// writing is the held counts being written in the background (nil
+	// when none).
+	last        map[topicPartition]*kgo.Record
+	uncommitted map[topicPartition]*kgo.Record
+	sizes       map[topicPartition]batchSize // the last batch's, to size the next one's
+	writing     *heldWrite
+	log         *slog.Logger
+	now         func() time.Time // the holds' clock: time.Now
 }
 
 // NewChannelSink returns the channel pipeline's sink over st: events count
@@ -179,12 +188,12 @@ func (s *channelSink) Add(r *kgo.Record, arrived, now time.Time) error {
 
 // sealedBatch is the batch a channel sink writes while Add fills the next:
 // its parts, its valid events, its users (nil when off), and the last
-// record given to Add of each partition when it was sealed.
+// record given to Add of each of its partitions.
 type sealedBatch struct {
 	parts  map[topicPartition]*part
 	events int64
 	users  *uniq.Batch
-	last   []*kgo.Record
+	last   map[topicPartition]*kgo.Record
 }
 
 // Seal sets the pending batch aside for the next Write (see Sealer).
@@ -200,8 +209,8 @@ func (s *channelSink) Seal() {
 	for tp, p := range s.parts {
 		s.sizes[tp] = p.batches[0].size()
 	}
-	s.sealed = &sealedBatch{parts: s.parts, events: s.events, users: s.userBatch, last: s.lastRecords()}
-	s.parts, s.events = map[topicPartition]*part{}, 0
+	s.sealed = &sealedBatch{parts: s.parts, events: s.events, users: s.userBatch, last: s.last}
+	s.parts, s.events, s.last = map[topicPartition]*part{}, 0, nil
 	if s.users != nil {
 		s.userBatch = s.users.NewBatch()
 	}
@@ -260,6 +269,12 @@ func (s *channelSink) prepare() {
 		s.global.add(tp, p, true, now)
 	}
 	s.heldEvents += b.events
+	if s.uncommitted == nil {
+		s.uncommitted = map[topicPartition]*kgo.Record{}
+	}
+	for tp, r := range b.last {
+		s.uncommitted[tp] = r // later than what it replaces
+	}
 }
 
 // writeHeld moves the holds on once the batch's sums landed: it collects
@@ -272,9 +287,9 @@ func (s *channelSink) writeHeld(ctx context.Context) ([]*kgo.Record, error) {
 	var commit []*kgo.Record
 	for {
 		if s.writing != nil {
-			// Holds that are full wait for the write under way, as the
-			// worker's next poll then does: memory stays bounded when
-			// Redis falls behind.
+			// Holds that are full wait for the write under way, and the
+			// worker's next batch for this Write: memory stays bounded
+			// when Redis falls behind.
 			wait := s.release || s.heldEvents >= maxHeldEvents
 			if !s.writing.finished(ctx, wait) {
 				if wait {
@@ -338,16 +353,12 @@ func (s *channelSink) due(now time.Time) ([]*store.Batch, []*kgo.Record) {
 		return batches, nil
 	}
 	s.heldEvents = 0
-	return batches, s.sealed.last // everything sealed so far
-}
-
-// lastRecords returns the last record given to Add of each partition.
-func (s *channelSink) lastRecords() []*kgo.Record {
-	out := make([]*kgo.Record, 0, len(s.last))
-	for _, r := range s.last {
-		out = append(out, r)
+	commit := make([]*kgo.Record, 0, len(s.uncommitted))
+	for _, r := range s.uncommitted {
+		commit = append(commit, r)
 	}
-	return out
+	s.uncommitted = nil
+	return batches, commit // everything Write took so far
 }
 
 // Release makes the next Write write the held bucket and global counts too.

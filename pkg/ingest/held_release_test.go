@@ -2,6 +2,8 @@ package ingest
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 )
@@ -54,6 +56,54 @@ func TestReleaseWritesBucketsAfterTheGlobalViewAlone(t *testing.T) {
 		got, err := st.Client().Do(ctx, st.Client().B().Zscore().Key(bucket).Member(ch).Build()).AsFloat64()
 		if err != nil || got != want {
 			t.Errorf("bucket %s, channel %s: %v (err %v), want %v", bucket, ch, got, err, want)
+		}
+	}
+}
+
+// A hold's commit names the partitions whose counts the sink took since
+// its last commit, and no other: a partition the worker gave up in a
+// rebalance (it released and committed everything first) is not
+// committed again, which would move back the offset its new owner
+// committed since.
+func TestHoldsCommitOnlyTheirPartitions(t *testing.T) {
+	ctx := context.Background()
+	cs, _, _ := newTestChannelSink(t, ChannelOptions{})
+	now := time.Now()
+	write := func(partition int32, offset int64, release bool) string {
+		t.Helper()
+		r := channelRecord(offset, "a", now)
+		r.Partition = partition
+		if err := cs.Add(r, now, now); err != nil {
+			t.Fatal(err)
+		}
+		if release {
+			cs.Release()
+		}
+		w, err := cs.Write(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var commit []string
+		for _, r := range w.Commit {
+			commit = append(commit, fmt.Sprintf("%d@%d", r.Partition, r.Offset))
+		}
+		slices.Sort(commit)
+		return fmt.Sprintf("held %v, commit %v", w.Held, commit)
+	}
+	for _, step := range []struct {
+		partition int32
+		offset    int64
+		release   bool
+		want      string
+	}{
+		{0, 7, true, "held false, commit [0@7]"},
+		// Partition 0 is given up; partition 1's records come next, first
+		// held, then released with partition 2's.
+		{1, 3, false, "held true, commit []"},
+		{2, 5, true, "held false, commit [1@3 2@5]"},
+	} {
+		if got := write(step.partition, step.offset, step.release); got != step.want {
+			t.Fatalf("partition %d, offset %d: %s, want %s", step.partition, step.offset, got, step.want)
 		}
 	}
 }

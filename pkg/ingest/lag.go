@@ -22,9 +22,10 @@ type PartitionLag struct {
 	// Seconds is the age of the oldest record not yet written, 0 when
 	// Records is 0. When that record has been polled it is its own age
 	// (now minus its broker timestamp). Otherwise (the worker knows from a
-	// fetch's high watermark that records wait, but has not polled them)
-	// it is approximated by the age of the last record written, which
-	// reached the broker no later: an upper bound.
+	// fetch's high watermark that records wait, but has not polled them,
+	// or polled them while the batch before was being written) it is
+	// approximated by the age of the last record written, which reached
+	// the broker no later: an upper bound.
 	Seconds float64
 }
 
@@ -43,7 +44,8 @@ type partLag struct {
 	// the first write, of the first record polled).
 	lastTS time.Time
 	// pendingTS is the broker timestamp of the first polled record not yet
-	// written; zero when none is pending.
+	// written; zero when none is pending, and when those pending were
+	// polled beside the write of the batch before (written clears it).
 	pendingTS time.Time
 }
 

@@ -54,10 +54,11 @@ const (
 	// 1,000,000 its batches grow and it catches up sooner (on A at 200K/s
 	// offered, freshness p99 5.1 s with 1,000,000 against 13.6 s with
 	// 200,000, medians of 9 alternated runs; issue 15; BENCHMARKS.md, "A
-	// batch as large as the backlog"). The cost: memory for a batch's
-	// events (about 100 bytes each, kept for the holds' recounts), and
-	// flushes of a few seconds, which a rebalance (see
-	// DefaultRebalanceTimeout) and a shutdown (ShutdownGrace) wait for.
+	// batch as large as the backlog"). The cost: memory for two batches'
+	// events (the one written and the one polled meanwhile; about 100
+	// bytes each, kept for the holds' recounts), and flushes of a few
+	// seconds, two of which a rebalance (see DefaultRebalanceTimeout) and
+	// a shutdown (ShutdownGrace) may wait for in a row.
 	DefaultBatchEvents = 1_000_000
 
 	// DefaultSessionTimeout is short so that a crashed worker's partitions
@@ -77,7 +78,8 @@ const (
 )
 
 // ShutdownGrace is how long a stopping worker keeps trying to write and
-// commit the batch it holds.
+// commit the batches it holds (the one being written and the one it
+// polled meanwhile share it).
 const ShutdownGrace = 10 * time.Second
 
 // Config configures a Worker.
@@ -385,14 +387,16 @@ type consumer struct {
 	b       *batch
 	summary *rejectSummary
 	// held: the sink holds counts of batches already written (Written.Held),
-	// whose offsets b carries uncommitted; the worker then flushes every
+	// whose offsets b carries uncommitted (collect puts them there once
+	// the flush that returned them is over); the worker then flushes every
 	// BatchAge from lastFlush even without new records, for the sink to
 	// write them when due.
 	held      bool
 	lastFlush time.Time
 	// flushBegan is when the last flush began (the run's start before
-	// the first): the worker took no records since, so a record that
-	// arrived meanwhile has waited since then at most (see batchStart).
+	// the first): a record polled since that arrived before had waited in
+	// the client's buffer (a backlog, or what a full batch left behind),
+	// and counts as arrived then (see batchStart).
 	flushBegan time.Time
 	// flushing is the flush under way on a goroutine of its own while the
 	// worker polls the next batch (when the sink is a Sealer), nil when
