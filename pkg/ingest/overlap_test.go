@@ -185,13 +185,16 @@ func processCPU(t *testing.T) time.Duration {
 // TestWorkerWaitsQuietlyBesideItsFlush: a worker whose stream went quiet
 // while a batch is written, with counts held from the batch before, waits
 // for the write to end instead of polling in a loop (its hold's deadline
-// passed during the write, and a poll that ends at once would spin until
-// the write returns), then releases the hold and commits everything.
+// passed during the write, and a poll that ended at once would spin until
+// the write returns). Once the write is over it releases the hold at
+// once, since it found nothing new for more than a batch's age, rather
+// than after another batch age, and commits everything.
 func TestWorkerWaitsQuietlyBesideItsFlush(t *testing.T) {
+	const batchAge = time.Second
 	f := newFixture(t, 1)
 	hs := &holdingSink{gateSink: &gateSink{gate: make(chan struct{})}}
 	f.configure = func(c *ingest.Config) {
-		c.Sink, c.BatchEvents, c.BatchAge = hs, 100, 100*time.Millisecond
+		c.Sink, c.BatchEvents, c.BatchAge = hs, 100, batchAge
 	}
 	recs := make([]*kgo.Record, 200)
 	for i := range recs {
@@ -205,14 +208,18 @@ func TestWorkerWaitsQuietlyBesideItsFlush(t *testing.T) {
 	waitFor(t, "the second batch to be polled during the first write", func() bool { return w.Stats().Consumed.Load() == 200 })
 	hs.gate <- struct{}{}
 	waitFor(t, "the second write to begin", func() bool { return hs.writesBegun.Load() == 2 })
-	time.Sleep(300 * time.Millisecond) // the hold's deadline passes
+	time.Sleep(batchAge + 200*time.Millisecond) // the hold's deadline passes
 	before := processCPU(t)
 	time.Sleep(time.Second)
 	if spent := processCPU(t) - before; spent > 300*time.Millisecond {
 		t.Errorf("the worker used %v of CPU in the second it waited for its write: it polls in a loop", spent)
 	}
 	hs.gate <- struct{}{} // the second write, held
-	hs.gate <- struct{}{} // the release, once a poll finds nothing new
+	ended := time.Now()
+	hs.gate <- struct{}{} // the release
+	if d := time.Since(ended); d > batchAge/2 {
+		t.Errorf("the release began %v after the second write ended, want at once: the worker found nothing new for %v before", d, 2*batchAge)
+	}
 	waitFor(t, "everything committed", func() bool { return committedOffsets(t, f.brokers(), "g") == 200 })
 	close(hs.gate)
 	w.stop()

@@ -440,8 +440,8 @@ func (c *consumer) wait() {
 
 // poll adds to the batch what one poll brings, waiting at most until the
 // batch (or the hold) is due, or until the flush under way ends. It
-// reports caughtUp when it waited until then and found nothing new, or
-// closed when the client is closed.
+// reports caughtUp when it found nothing new after a batch's age of
+// polling (see below), or closed when the client is closed.
 func (c *consumer) poll(ctx context.Context) (caughtUp, closed bool) {
 	w, b := c.w, c.b
 	deadline := time.Now().Add(w.cfg.BatchAge)
@@ -492,10 +492,15 @@ func (c *consumer) poll(ctx context.Context) (caughtUp, closed bool) {
 	}
 	w.stats.Consumed.Add(int64(n))
 	w.lag.polled(fetches)
-	// A poll cut short by the flush's end waited less than a batch's age:
-	// its emptiness says nothing of the stream.
+	// A poll cut short by the flush's end waited less than a batch's age,
+	// but the worker has polled since that flush began (its batch was
+	// sealed then, so the polls since found all that arrived): once that
+	// is a batch's age ago, finding nothing means the worker caught up,
+	// and the sink is released as soon as the flush is over (the last
+	// batch of a backlog does not wait another batch age for its commit).
 	cut := c.flushing != nil && c.flushing.over(false) && time.Now().Before(deadline)
-	return n == 0 && !cut, false
+	quiet := !cut || !time.Now().Before(c.flushBegan.Add(w.cfg.BatchAge))
+	return n == 0 && quiet, false
 }
 
 // maybeFlush flushes the batch (and what the sink holds) when it is due,
