@@ -444,14 +444,9 @@ func (c *consumer) wait() {
 // polling (see below), or closed when the client is closed.
 func (c *consumer) poll(ctx context.Context) (caughtUp, closed bool) {
 	w, b := c.w, c.b
-	deadline := time.Now().Add(w.cfg.BatchAge)
-	if !b.empty() {
-		deadline = b.started.Add(w.cfg.BatchAge)
-	} else if c.held && c.flushing == nil {
-		// While a flush is under way the hold is its business: its end
-		// cuts this poll short. (A deadline passed during the write would
-		// have each poll return at once, in a loop until the write ends.)
-		deadline = c.lastFlush.Add(w.cfg.BatchAge)
+	deadline, ok := c.dueAt()
+	if !ok {
+		deadline = time.Now().Add(w.cfg.BatchAge)
 	}
 	pollCtx, cancel := context.WithDeadline(ctx, deadline)
 	if f := c.flushing; f != nil {
@@ -503,6 +498,28 @@ func (c *consumer) poll(ctx context.Context) (caughtUp, closed bool) {
 	return n == 0 && quiet, false
 }
 
+// dueAt is when the batch falls due by its age, or, when it is empty, the
+// hold (c.held) by the age of the last flush; ok is false when neither
+// waits. While a flush is under way the hold is that flush's business:
+// its end cuts the poll short, and a deadline passed during the write
+// would have each poll return at once, in a loop until the write ends.
+func (c *consumer) dueAt() (at time.Time, ok bool) {
+	if !c.b.empty() {
+		return c.b.started.Add(c.w.cfg.BatchAge), true
+	}
+	if c.held && c.flushing == nil {
+		return c.lastFlush.Add(c.w.cfg.BatchAge), true
+	}
+	return time.Time{}, false
+}
+
+// due reports whether the batch (or the hold, see dueAt) is due: full,
+// or as old as a batch may get.
+func (c *consumer) due() bool {
+	at, ok := c.dueAt()
+	return c.b.records >= c.w.cfg.BatchEvents || (ok && !time.Now().Before(at))
+}
+
 // maybeFlush flushes the batch (and what the sink holds) when it is due,
 // when the worker stops, or when a rebalance waits for it; caughtUp is
 // what the last poll reported. It first collects the flush under way once
@@ -514,20 +531,15 @@ func (c *consumer) poll(ctx context.Context) (caughtUp, closed bool) {
 func (c *consumer) maybeFlush(ctx context.Context, caughtUp, stopping bool) error {
 	w, b := c.w, c.b
 	if f := c.flushing; f != nil {
-		due := b.records >= w.cfg.BatchEvents || (!b.empty() && !time.Now().Before(b.started.Add(w.cfg.BatchAge)))
-		if !f.over(due || stopping || c.hurry.Load()) {
+		if !f.over(c.due() || stopping || c.hurry.Load()) {
 			return nil
 		}
 		if err := c.collect(); err != nil {
 			return err
 		}
 	}
-	since := b.started
-	if b.empty() {
-		since = c.lastFlush
-	}
 	pending := !b.empty() || c.held
-	due := b.records >= w.cfg.BatchEvents || (pending && !time.Now().Before(since.Add(w.cfg.BatchAge)))
+	due := c.due()
 	// A poll that found nothing new means the worker has caught up: the
 	// hold's larger merges gain nothing then, so it ends at once (a
 	// drained backlog is committed, and a quiet stream's global view is
