@@ -41,7 +41,7 @@ func benchPipelineCommand(env *Env) *cli.Command {
 		&cli.IntFlag{Name: "naive-chunk", Value: bench.DefaultNaiveChunk, Usage: "naive baseline: events per pipelined DoMulti"},
 		&cli.BoolFlag{Name: "profile", Usage: "log every Redis call in the measured periods (SLOWLOG) and report Redis time per script and the longest call; this costs Redis CPU, so it lowers the measured rate"},
 		cpuProfileFlag(),
-		&cli.IntFlag{Name: "drain", Usage: "instead of the measured phases, time draining a backlog of this many events of the workload, produced and acknowledged before the consumers start (the pipeline: --workers ingest workers and the scheduler; --naive: as many naive workers, no scheduler); a drain longer than 10 × --duration fails (0: off)"},
+		&cli.IntFlag{Name: "drain", Usage: "instead of the measured phases, time draining a backlog of this many events of the workload, produced and acknowledged before the consumers start (the pipeline: --workers ingest workers and the scheduler; --naive: as many naive workers, no scheduler; with the in-process broker the group's first assignment waits for all of them, as a Kafka broker's initial rebalance delay does); a drain longer than 10 × --duration fails (0: off)"},
 		&cli.IntFlag{Name: "runs", Value: 1, Usage: "repeat the run this many times and report medians (use at least 3 for BENCHMARKS.md)"},
 		&cli.BoolFlag{Name: "search", Usage: "then search the largest offered rate sustained with bounded lag (short runs, ×factor per step)"},
 		&cli.Float64Flag{Name: "search-start", Usage: "first offered rate of the search (0: --rate, or 10,000)"},

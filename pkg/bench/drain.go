@@ -183,6 +183,9 @@ func (p *phase) drain(ctx context.Context, seed uint64) (BacklogDrain, error) {
 	if err != nil {
 		return res, err
 	}
+	if e.kfake != nil {
+		delayFirstJoins(e.kfake, p.groupID(), cfg.Workers)
+	}
 	for _, w := range workers {
 		g.goSvc(w)
 	}

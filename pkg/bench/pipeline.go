@@ -35,6 +35,7 @@ import (
 
 	"github.com/redis/rueidis"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/topk-dev/topk/pkg/devenv"
@@ -132,6 +133,7 @@ type pipelineEnv struct {
 	redisDesc    string
 	brokers      []string
 	brokerDesc   string
+	kfake        *kfake.Cluster // the in-process broker, nil for an external one
 	redisVersion string
 	backend      string
 	admin        rueidis.Client // INFO, marker polls, cleanup
@@ -167,7 +169,7 @@ func openPipelineEnv(ctx context.Context, cfg PipelineConfig, log *slog.Logger) 
 			return nil, fmt.Errorf("bench.pipeline: %w", err)
 		}
 		e.closers = append(e.closers, k.Close)
-		e.brokers, e.brokerDesc = k.ListenAddrs(), "in-process kfake"
+		e.kfake, e.brokers, e.brokerDesc = k, k.ListenAddrs(), "in-process kfake"
 		e.progressf("started in-process Kafka broker (kfake) at %s", strings.Join(e.brokers, ","))
 	}
 	if e.admin, err = newNamedRedisClient(e.redisAddr, benchClientName); err != nil {

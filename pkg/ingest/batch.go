@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -51,6 +52,12 @@ type batch struct {
 // records were already waiting then (a backlog, or what a full batch left
 // behind), and a batch started in the past would be flushed at once, a
 // little at a time. Nor after now, whatever the producer's clock says.
+//
+// Nor before the record's partition was assigned to the worker (see
+// assignedAt): a worker that starts, or joins a group, before a backlog's
+// partitions are its own would otherwise cut its first batch as soon as it
+// got them (a drain's first batch, a small one, after the broker's join
+// delay).
 func batchStart(oldest, flushBegan, now time.Time) time.Time {
 	if oldest.After(now) {
 		oldest = now
@@ -108,4 +115,37 @@ func (b *batch) commitRecords() []*kgo.Record {
 		out = append(out, r)
 	}
 	return out
+}
+
+// assignedAt is when each partition was last assigned to the worker (its
+// client's OnPartitionsAssigned, on franz-go's goroutine): none of its
+// records can have waited in the client's buffer since before then.
+type assignedAt struct {
+	mu sync.Mutex
+	at map[topicPartition]time.Time
+}
+
+func newAssignedAt() *assignedAt { return &assignedAt{at: map[topicPartition]time.Time{}} }
+
+// set records that the partitions of assigned became the worker's at now.
+func (a *assignedAt) set(assigned map[string][]int32, now time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for topic, ps := range assigned {
+		for _, p := range ps {
+			a.at[topicPartition{topic, p}] = now
+		}
+	}
+}
+
+// floor returns r's arrival (arrival), or its partition's assignment if
+// that came later.
+func (a *assignedAt) floor(r *kgo.Record, wall time.Time) time.Time {
+	at := arrival(r, wall)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if got := a.at[topicPartition{r.Topic, r.Partition}]; at.Before(got) {
+		return got
+	}
+	return at
 }

@@ -5,10 +5,12 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/topk-dev/topk/pkg/ingest"
 	"github.com/topk-dev/topk/pkg/internal/testenv"
@@ -78,5 +80,46 @@ func TestBatchAgeCountsFromArrival(t *testing.T) {
 	took := sink.began()[1].Sub(arrived)
 	if took < batchAge-50*time.Millisecond || took > batchAge+slow/2 {
 		t.Errorf("a record that arrived during a %s flush was written %s after it arrived; want about the batch age, %s", slow, took, batchAge)
+	}
+}
+
+// A worker that gets its partitions well after it started (a broker that
+// holds a new group's first rebalance, as Kafka's
+// group.initial.rebalance.delay.ms does) counts its first batch's age from
+// the assignment: a backlog's first batch is not cut at the first poll.
+func TestFirstBatchAgeCountsFromAssignment(t *testing.T) {
+	const batchAge, joinDelay = time.Second, 1500 * time.Millisecond
+	f := newFixture(t, 1)
+	f.produce(&kgo.Record{Key: []byte("w"), Value: []byte("backlog")})
+	var released atomic.Int64 // when the held join went on, unix nanos
+	f.kafka.ControlKey(int16(kmsg.JoinGroup), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		if req.(*kmsg.JoinGroupRequest).MemberID == "" {
+			return nil, nil, false // the join that asks for a member id
+		}
+		f.kafka.SleepControl(func() { time.Sleep(joinDelay) })
+		released.Store(time.Now().UnixNano())
+		f.kafka.DropControl()
+		return nil, nil, false
+	})
+	sink := &slowSink{started: make(chan struct{})}
+	w, err := ingest.New(ingest.Config{
+		Kafka: kafka.Config{Brokers: f.brokers()}, Topic: topic, Group: "first-batch-age",
+		Sink: sink, BatchAge: batchAge,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Background(t, w.Run)
+	select {
+	case <-sink.started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the backlog was never written")
+	}
+	// Counted from the worker's start, the batch was due before the
+	// partition was even assigned, and went at the first poll.
+	after := sink.began()[0].Sub(time.Unix(0, released.Load()))
+	if after < batchAge-100*time.Millisecond {
+		t.Errorf("the first batch was written %s after the worker's join went on; want at least the batch age, %s, after its assignment", after, batchAge)
 	}
 }

@@ -306,7 +306,8 @@ func (w *Worker) Run(ctx context.Context) error {
 // run is one life of the worker: one Kafka client, one group membership.
 func (w *Worker) run(ctx context.Context) error {
 	var hurry atomic.Bool // set when a rebalance waits on our pending batch
-	cl, err := w.newClient(&hurry)
+	assigned := newAssignedAt()
+	cl, err := w.newClient(&hurry, assigned)
 	if err != nil {
 		return fmt.Errorf("ingest: %w", err)
 	}
@@ -333,7 +334,7 @@ func (w *Worker) run(ctx context.Context) error {
 		attrs = append(attrs, "global_backend", w.cfg.Store.GlobalBackend(), "user_minute_cap", w.cfg.UserMinuteCap)
 	}
 	log.Info("ingest worker started", attrs...)
-	c := &consumer{w: w, cl: cl, log: log, hurry: &hurry, b: newBatch(), summary: newRejectSummary(log, 10*time.Second), flushBegan: time.Now()}
+	c := &consumer{w: w, cl: cl, log: log, hurry: &hurry, assigned: assigned, b: newBatch(), summary: newRejectSummary(log, 10*time.Second), flushBegan: time.Now()}
 	defer c.wait() // before cancelIO: a flush under way ends on its own, or after ShutdownGrace
 	for {
 		caughtUp, closed := c.poll(ctx)
@@ -359,14 +360,15 @@ func (w *Worker) run(ctx context.Context) error {
 }
 
 // newClient is the worker's consumer-group client. hurry is set when a
-// rebalance waits on the pending batch.
-func (w *Worker) newClient(hurry *atomic.Bool) (*kgo.Client, error) {
+// rebalance waits on the pending batch; assigned learns each assignment.
+func (w *Worker) newClient(hurry *atomic.Bool, assigned *assignedAt) (*kgo.Client, error) {
 	opts := append([]kgo.Opt{
 		kgo.ConsumerGroup(w.cfg.Group),
 		kgo.ConsumeTopics(w.cfg.Topic),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { hurry.Store(true) }),
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, got map[string][]int32) { assigned.set(got, time.Now()) }),
 	}, w.lagHooks()...)
 	// Heartbeats must come well within the session timeout, and they are
 	// how the other members learn that a rebalance (a dead member's
@@ -380,12 +382,14 @@ func (w *Worker) newClient(hurry *atomic.Bool) (*kgo.Client, error) {
 
 // consumer is the state of one run's poll-and-flush loop.
 type consumer struct {
-	w       *Worker
-	cl      *kgo.Client
-	log     *slog.Logger
-	hurry   *atomic.Bool
-	b       *batch
-	summary *rejectSummary
+	w     *Worker
+	cl    *kgo.Client
+	log   *slog.Logger
+	hurry *atomic.Bool
+	// assigned is when each partition became the worker's (batchStart).
+	assigned *assignedAt
+	b        *batch
+	summary  *rejectSummary
 	// held: the sink holds counts of batches already written (Written.Held),
 	// whose offsets b carries uncommitted (collect puts them there once
 	// the flush that returned them is over); the worker then flushes every
@@ -475,7 +479,7 @@ func (c *consumer) poll(ctx context.Context) (caughtUp, closed bool) {
 	n, now := 0, w.cfg.Clock()
 	fetches.EachRecord(func(r *kgo.Record) {
 		if wasEmpty {
-			if at := arrival(r, wall); oldest.IsZero() || at.Before(oldest) {
+			if at := c.assigned.floor(r, wall); oldest.IsZero() || at.Before(oldest) {
 				oldest = at
 			}
 		}
