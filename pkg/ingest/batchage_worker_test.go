@@ -47,15 +47,13 @@ func (s *slowSink) began() []time.Time {
 	return append([]time.Time(nil), s.writes...)
 }
 
-// A record that reaches the broker while the worker is flushing is flushed
-// BatchAge after it arrived, not BatchAge after the slow flush ended: the
-// flush's time does not add to its freshness.
-func TestBatchAgeCountsFromArrival(t *testing.T) {
-	const batchAge, slow = 2 * time.Second, 1500 * time.Millisecond
-	f := newFixture(t, 1)
+// runSlowSink runs a worker of group over a slowSink whose first Write
+// lasts slow.
+func runSlowSink(t *testing.T, f *fixture, group string, slow, batchAge time.Duration) *slowSink {
+	t.Helper()
 	sink := &slowSink{slow: slow, started: make(chan struct{})}
 	w, err := ingest.New(ingest.Config{
-		Kafka: kafka.Config{Brokers: f.brokers()}, Topic: topic, Group: "batch-age",
+		Kafka: kafka.Config{Brokers: f.brokers()}, Topic: topic, Group: group,
 		Sink: sink, BatchAge: batchAge,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
@@ -63,6 +61,16 @@ func TestBatchAgeCountsFromArrival(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.Background(t, w.Run)
+	return sink
+}
+
+// A record that reaches the broker while the worker is flushing is flushed
+// BatchAge after it arrived, not BatchAge after the slow flush ended: the
+// flush's time does not add to its freshness.
+func TestBatchAgeCountsFromArrival(t *testing.T) {
+	const batchAge, slow = 2 * time.Second, 1500 * time.Millisecond
+	f := newFixture(t, 1)
+	sink := runSlowSink(t, f, "batch-age", slow, batchAge)
 
 	f.produce(&kgo.Record{Key: []byte("w"), Value: []byte("first")})
 	select {
@@ -101,16 +109,7 @@ func TestFirstBatchAgeCountsFromAssignment(t *testing.T) {
 		f.kafka.DropControl()
 		return nil, nil, false
 	})
-	sink := &slowSink{started: make(chan struct{})}
-	w, err := ingest.New(ingest.Config{
-		Kafka: kafka.Config{Brokers: f.brokers()}, Topic: topic, Group: "first-batch-age",
-		Sink: sink, BatchAge: batchAge,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	testenv.Background(t, w.Run)
+	sink := runSlowSink(t, f, "first-batch-age", 0, batchAge)
 	select {
 	case <-sink.started:
 	case <-time.After(30 * time.Second):

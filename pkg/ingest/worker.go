@@ -100,8 +100,8 @@ type Config struct {
 	BatchEvents int
 	// BatchAge flushes a non-empty batch this long after its oldest
 	// record reached the broker, counted from no earlier than the last
-	// flush's start (see batchStart). It bounds freshness, with the time
-	// the writes and the refresh take.
+	// flush's start, nor than its partition's assignment (see batchStart).
+	// It bounds freshness, with the time the writes and the refresh take.
 	BatchAge time.Duration
 	// MaxSkew is how far ahead of its arrival an event time may be and
 	// still count.
