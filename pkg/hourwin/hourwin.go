@@ -16,6 +16,7 @@ package hourwin
 
 import (
 	"container/heap"
+	"fmt"
 	"sort"
 )
 
@@ -115,22 +116,25 @@ func (w *Window) Add(member string, n int64) {
 	}
 }
 
-// Remove subtracts a leaving minute's counts, which the window holds (a
-// count it does not hold is a caller's error, and panics), and derives the
-// ranking again.
-func (w *Window) Remove(minute map[string]int64) {
+// Remove subtracts a leaving minute's counts and derives the ranking
+// again. A count the window does not hold means the window and Redis
+// disagree (the caller then recovers the workspace again): Remove then
+// changes nothing and says so.
+func (w *Window) Remove(minute map[string]int64) error {
 	for m, n := range minute {
-		c := w.counts[m] - n
-		switch {
-		case n <= 0 || c < 0:
-			panic("hourwin: Remove of a count the window does not hold: " + m)
-		case c == 0:
+		if n <= 0 || w.counts[m] < n {
+			return fmt.Errorf("hourwin: the leaving minute counts %d for %q, the window %d", n, m, w.counts[m])
+		}
+	}
+	for m, n := range minute {
+		if c := w.counts[m] - n; c == 0 {
 			delete(w.counts, m)
-		default:
+		} else {
 			w.counts[m] = c
 		}
 	}
 	w.derive()
+	return nil
 }
 
 // Top returns the ranking, highest first.

@@ -56,7 +56,9 @@ func TestTopStaysExact(t *testing.T) {
 		for step := range 400 {
 			switch op := r.IntN(20); {
 			case op == 0 && len(minutes) > 0: // the oldest minute leaves
-				w.Remove(minutes[0])
+				if err := w.Remove(minutes[0]); err != nil {
+					t.Fatal(err)
+				}
 				for m, n := range minutes[0] {
 					if counts[m] -= n; counts[m] == 0 {
 						delete(counts, m)
@@ -103,16 +105,15 @@ func TestTiesByMember(t *testing.T) {
 	}
 }
 
-// A removal of a count the window never had is a caller's error.
-func TestRemoveUnknownPanics(t *testing.T) {
-	defer func() {
-		if recover() == nil {
-			t.Error("Remove of a count the window does not hold did not panic")
-		}
-	}()
+// A removal of more than the window holds changes nothing and says so.
+func TestRemoveMoreThanHeld(t *testing.T) {
 	w := New(3)
 	w.Add("a", 1)
-	w.Remove(map[string]int64{"a": 2})
+	w.Add("b", 2)
+	if err := w.Remove(map[string]int64{"b": 1, "a": 2}); err == nil {
+		t.Fatal("Remove of more than the window holds gave no error")
+	}
+	sameTop(t, "after the refused removal", w.Top(), []Entry{{"b", 2}, {"a", 1}})
 }
 
 func BenchmarkAdd(b *testing.B) {
