@@ -28,6 +28,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -499,7 +500,7 @@ func (p *phase) consumers(storeClient rueidis.Client) (workers []func(context.Co
 		ws := make([]*ingest.Worker, cfg.Workers)
 		for i := range ws {
 			if ws[i], err = ingest.New(ingest.Config{Kafka: kcfg, Topic: p.topic, Group: groupID, Store: st,
-				BatchEvents: cfg.BatchEvents, BatchAge: cfg.BatchAge, BucketAge: cfg.BucketAge, Logger: e.log, OnFlush: p.flushed}); err != nil {
+				BatchEvents: cfg.BatchEvents, BatchAge: cfg.BatchAge, BucketAge: cfg.BucketAge, OwnHourK: ownHourK(cfg), Logger: e.log, OnFlush: p.flushed}); err != nil {
 				return nil, nil, fmt.Errorf("bench.pipeline: %w", err)
 			}
 			workers = append(workers, ws[i].Run)
@@ -527,6 +528,10 @@ func (p *phase) consumers(storeClient rueidis.Client) (workers []func(context.Co
 	sp := scheduler.Params{Store: st, Interval: cfg.Interval, K: cfg.K, FreshEvery: cfg.FreshEvery, BucketAge: cfg.BucketAge, Logger: e.log}
 	if p.design == designNaive {
 		sp.Refresh = naiveRefresh(storeClient, p.ks, window.Hour)
+	}
+	if p.design == designPipeline && ownHourK(cfg) > 0 {
+		// The workers write the hour's rankings (branch owned-hour, WIP).
+		sp.Refresh = func(context.Context, []string, time.Time, int) error { return nil }
 	}
 	s, err := scheduler.New(sp)
 	if err != nil {
@@ -585,4 +590,13 @@ func (p *phase) cleanup(ctx context.Context) error {
 		return fmt.Errorf("bench.pipeline: cleanup: %w", errors.Join(errs...))
 	}
 	return nil
+}
+
+// ownHourK is the k of worker-owned hour counts, when TOPK_OWN_HOUR=1
+// (branch owned-hour, work in progress: not a flag yet), else 0.
+func ownHourK(cfg PipelineConfig) int {
+	if os.Getenv("TOPK_OWN_HOUR") == "1" {
+		return cfg.K
+	}
+	return 0
 }

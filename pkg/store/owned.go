@@ -4,6 +4,11 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
+
+	"github.com/redis/rueidis"
+
+	"github.com/topk-dev/topk/pkg/keys"
 )
 
 // What a worker that owns a workspace's hour counts (docs/owned-hour.md)
@@ -76,4 +81,82 @@ func (r *Recovered) bucketFence(source, suffix string) int64 {
 		return -1
 	}
 	return n
+}
+
+// Through is the highest offset of source that the buckets may hold (its
+// bucket fences, whole or by chunk, or the sum fields standing for them):
+// a replayed record above it is not in them.
+func (r *Recovered) Through(source string) int64 {
+	hi := int64(-1)
+	for f, v := range r.fence {
+		if f != source && !strings.HasPrefix(f, source+"@b") && !strings.HasPrefix(f, source+"#") {
+			continue
+		}
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > hi {
+			hi = n
+		}
+	}
+	return hi
+}
+
+// HourRanking is a ranking's changes that a worker owning the workspace's
+// hour counts writes (hourwin.Changes, by value: store does not import
+// hourwin): members set, members gone, or the whole ranking in Set,
+// highest first, when Whole.
+type HourRanking struct {
+	WS                     string
+	Set                    []RankedCount
+	Left                   []string
+	Whole                  bool
+	WindowStart, WindowEnd int64 // unix ms
+}
+
+// RankedCount is one entry of a ranking.
+type RankedCount struct {
+	Member string
+	Count  int64
+}
+
+// WriteHourRankings writes rankings' changes to the cached hour rankings
+// and their meta, one pipeline, and marks the workspaces ranked for the
+// long windows' fresh passes. A whole ranking goes in one MULTI, its
+// entries highest first: each then enters the listpack at its head.
+func (s *Store) WriteHourRankings(ctx context.Context, k int, rs []HourRanking) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	cmds := make(rueidis.Commands, 0, 4*len(rs)+1)
+	ids := make([]string, 0, len(rs))
+	for _, r := range rs {
+		wk := s.keys.Workspace(r.WS)
+		top := wk.Top(keys.Window1h)
+		if r.Whole {
+			cmds = append(cmds, s.c.B().Multi().Build(), s.c.B().Del().Key(top).Build())
+		}
+		if len(r.Set) > 0 {
+			z := s.c.B().Zadd().Key(top).ScoreMember()
+			for _, e := range r.Set {
+				z = z.ScoreMember(float64(e.Count), e.Member)
+			}
+			cmds = append(cmds, z.Build())
+		}
+		if len(r.Left) > 0 {
+			cmds = append(cmds, s.c.B().Zrem().Key(top).Member(r.Left...).Build())
+		}
+		if r.Whole {
+			cmds = append(cmds, s.c.B().Exec().Build())
+		}
+		end := strconv.FormatInt(r.WindowEnd, 10)
+		cmds = append(cmds, s.c.B().Hset().Key(wk.TopMeta(keys.Window1h)).FieldValue().
+			FieldValue("computed_at", end).FieldValue("window_end", end).
+			FieldValue("window_start", strconv.FormatInt(r.WindowStart, 10)).FieldValue("k", strconv.Itoa(k)).Build())
+		ids = append(ids, r.WS)
+	}
+	cmds = append(cmds, s.c.B().Sadd().Key(s.keys.RankedDirty()).Member(ids...).Build())
+	for _, res := range s.c.DoMulti(ctx, cmds...) {
+		if err := res.Error(); err != nil {
+			return fmt.Errorf("store: hour rankings: %w", err)
+		}
+	}
+	return nil
 }
