@@ -25,10 +25,15 @@ type ownedHour struct {
 	// first is the window's first minute the windows hold: a minute before
 	// it has left them (the slide).
 	first int64
+	// sources are the partitions whose owned workspaces were recovered
+	// (all of them, at their first batch), and for each the workspaces
+	// known to be in its set in Redis (store.Owned).
+	sources map[string]map[string]bool
 }
 
 type ownedWS struct {
-	w *hourwin.Window
+	w      *hourwin.Window
+	source string // the partition its records come from
 	// rec is what was recovered from Redis: a replayed record its buckets
 	// hold is not added again; through caches rec.Through per source.
 	rec     *store.Recovered
@@ -53,7 +58,7 @@ func (own *ownedWS) landedThrough(source string) int64 {
 const recoverParallel = 16
 
 func newOwnedHour(st *store.Store, k int, log *slog.Logger) *ownedHour {
-	return &ownedHour{st: st, win: st.Window(), k: k, log: log, ws: map[string]*ownedWS{}}
+	return &ownedHour{st: st, win: st.Window(), k: k, log: log, ws: map[string]*ownedWS{}, sources: map[string]map[string]bool{}}
 }
 
 // minutes are the minutes a recovery reads at now: those the windows hold
@@ -116,18 +121,55 @@ func (o *ownedHour) addChecked(own *ownedWS, ws, source string, p *part, first i
 	}
 }
 
-// recoverNew recovers, in parallel, the workspaces of parts not held yet.
+// recoverNew recovers, in parallel, the workspaces of parts not held yet,
+// and at a partition's first batch every workspace its workers owned (the
+// idle ones too, whose rankings must keep sliding); then it records the
+// new workspaces of each partition in Redis.
 func (o *ownedHour) recoverNew(ctx context.Context, parts map[topicPartition]*part, now time.Time) error {
 	var todo []string
 	seen := map[string]bool{}
-	for _, p := range parts {
-		for ws := range p.counts {
-			if o.ws[ws] == nil && !seen[ws] {
-				seen[ws] = true
-				todo = append(todo, ws)
-			}
+	sourceOf := map[string]string{}
+	want := func(ws, source string) {
+		if o.ws[ws] == nil && !seen[ws] {
+			seen[ws] = true
+			todo = append(todo, ws)
+			sourceOf[ws] = source
 		}
 	}
+	for tp, p := range parts {
+		source := tp.topic + "/" + itoa(tp.partition)
+		if o.sources[source] == nil {
+			owned, err := o.st.Owned(ctx, source)
+			if err != nil {
+				return err
+			}
+			known := map[string]bool{}
+			for _, ws := range owned {
+				known[ws] = true
+				want(ws, source)
+			}
+			o.sources[source] = known
+		}
+		for ws := range p.counts {
+			want(ws, source)
+		}
+	}
+	defer func() {
+		for tp, p := range parts {
+			source := tp.topic + "/" + itoa(tp.partition)
+			var add []string
+			for ws := range p.counts {
+				if !o.sources[source][ws] {
+					add = append(add, ws)
+				}
+			}
+			if len(add) > 0 && o.st.SetOwned(ctx, source, add, nil) == nil {
+				for _, ws := range add {
+					o.sources[source][ws] = true
+				}
+			}
+		}
+	}()
 	if len(todo) == 0 {
 		return nil
 	}
@@ -155,7 +197,7 @@ func (o *ownedHour) recoverNew(ctx context.Context, parts map[topicPartition]*pa
 				w.Add(ch, n)
 			}
 		}
-		o.ws[ws] = &ownedWS{w: w, rec: recs[i], through: map[string]int64{}, whole: true}
+		o.ws[ws] = &ownedWS{w: w, source: sourceOf[ws], rec: recs[i], through: map[string]int64{}, whole: true}
 	}
 	return nil
 }
@@ -238,6 +280,7 @@ func (o *ownedHour) slide(ctx context.Context, now time.Time, held func(ws strin
 	o.first = first
 	start, end := first*60_000, now.UnixMilli()
 	out := make([]store.HourRanking, 0, len(o.ws))
+	gone := map[string][]string{} // by source: workspaces whose window emptied
 	for ws, own := range o.ws {
 		own.w.Take()
 		r := store.HourRanking{WS: ws, Whole: true, WindowStart: start, WindowEnd: end}
@@ -245,6 +288,17 @@ func (o *ownedHour) slide(ctx context.Context, now time.Time, held func(ws strin
 			r.Set = append(r.Set, store.RankedCount{Member: e.Member, Count: e.Count})
 		}
 		out = append(out, r)
+		if own.w.Len() == 0 {
+			// Its ranking is written empty once more, then it is forgotten.
+			gone[own.source] = append(gone[own.source], ws)
+			delete(o.ws, ws)
+			delete(o.sources[own.source], ws)
+		}
+	}
+	for source, wss := range gone {
+		if err := o.st.SetOwned(ctx, source, nil, wss); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }

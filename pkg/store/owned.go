@@ -160,3 +160,30 @@ func (s *Store) WriteHourRankings(ctx context.Context, k int, rs []HourRanking) 
 	}
 	return nil
 }
+
+// Owned returns the workspaces whose hour counts source's workers own.
+func (s *Store) Owned(ctx context.Context, source string) ([]string, error) {
+	ws, err := s.c.Do(ctx, s.c.B().Smembers().Key(s.keys.OwnedBy(source)).Build()).AsStrSlice()
+	if err != nil {
+		return nil, fmt.Errorf("store: workspaces owned by %s: %w", source, err)
+	}
+	return ws, nil
+}
+
+// SetOwned adds workspaces to, and drops gone from, the workspaces whose
+// hour counts source's workers own.
+func (s *Store) SetOwned(ctx context.Context, source string, add, gone []string) error {
+	var cmds rueidis.Commands
+	if len(add) > 0 {
+		cmds = append(cmds, s.c.B().Sadd().Key(s.keys.OwnedBy(source)).Member(add...).Build())
+	}
+	if len(gone) > 0 {
+		cmds = append(cmds, s.c.B().Srem().Key(s.keys.OwnedBy(source)).Member(gone...).Build())
+	}
+	for _, r := range s.c.DoMulti(ctx, cmds...) {
+		if err := r.Error(); err != nil {
+			return fmt.Errorf("store: workspaces owned by %s: %w", source, err)
+		}
+	}
+	return nil
+}
