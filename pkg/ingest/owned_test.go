@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sort"
@@ -12,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/topk-dev/topk/pkg/events"
+	"github.com/topk-dev/topk/pkg/hoursum"
 	"github.com/topk-dev/topk/pkg/internal/testenv"
 	"github.com/topk-dev/topk/pkg/keys"
 	"github.com/topk-dev/topk/pkg/loadgen"
@@ -177,6 +179,23 @@ func TestOwnedHourRankingsExact(t *testing.T) {
 	}
 	if owned, err := st.Owned(ctx, "events/0"); err != nil || fmt.Sprint(owned) == "" || slicesContains(owned, "d") {
 		t.Fatalf("partition 0 owns %v (%v): want a and b, not d, whose window emptied", owned, err)
+	}
+	// A scheduler run with --hour-counts redis beside these workers leaves
+	// their rankings alone, and the rankings computed on request from the
+	// running sum say why they cannot be.
+	before, err := c.Do(ctx, c.B().Zrange().Key(ks.Workspace("a").Top(keys.Window1h)).Min("0").Max("-1").Withscores().Build()).AsZScores()
+	if err != nil || len(before) != k {
+		t.Fatalf("a's ranking: %v (%v)", before, err)
+	}
+	if err := st.Refresh(ctx, []string{"a"}, clock, k); err != nil {
+		t.Fatal(err)
+	}
+	after, err := c.Do(ctx, c.B().Zrange().Key(ks.Workspace("a").Top(keys.Window1h)).Min("0").Max("-1").Withscores().Build()).AsZScores()
+	if err != nil || fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("a refresh over the workers' ranking changed it:\n%v\n%v (%v)", before, after, err)
+	}
+	if _, err := hoursum.Read(ctx, c, ks.Workspace("a"), clock, 1000); !errors.Is(err, hoursum.ErrWorkerCounts) {
+		t.Fatalf("hoursum.Read of a worker-owned workspace: %v, want ErrWorkerCounts", err)
 	}
 	if sink.own.first <= window.Minute(time.Now())-1 {
 		t.Fatalf("the window's first minute is %d: no minute left it, the slide went untested", sink.own.first)

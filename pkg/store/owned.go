@@ -149,7 +149,8 @@ func (s *Store) WriteHourRankings(ctx context.Context, k int, rs []HourRanking) 
 		end := strconv.FormatInt(r.WindowEnd, 10)
 		cmds = append(cmds, s.c.B().Hset().Key(wk.TopMeta(keys.Window1h)).FieldValue().
 			FieldValue("computed_at", end).FieldValue("window_end", end).
-			FieldValue("window_start", strconv.FormatInt(r.WindowStart, 10)).FieldValue("k", strconv.Itoa(k)).Build())
+			FieldValue("window_start", strconv.FormatInt(r.WindowStart, 10)).FieldValue("k", strconv.Itoa(k)).
+			FieldValue("counts", "worker").Build())
 		ids = append(ids, r.WS)
 	}
 	cmds = append(cmds, s.c.B().Sadd().Key(s.keys.RankedDirty()).Member(ids...).Build())
