@@ -28,7 +28,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -529,10 +528,7 @@ func (p *phase) consumers(storeClient rueidis.Client) (workers []func(context.Co
 	if p.design == designNaive {
 		sp.Refresh = naiveRefresh(storeClient, p.ks, window.Hour)
 	}
-	if p.design == designPipeline && ownHourK(cfg) > 0 {
-		// The workers write the hour's rankings (branch owned-hour, WIP).
-		sp.Refresh = func(context.Context, []string, time.Time, int) error { return nil }
-	}
+	sp.WorkersOwnHour = p.design == designPipeline && cfg.WorkersOwnHour
 	s, err := scheduler.New(sp)
 	if err != nil {
 		return nil, nil, fmt.Errorf("bench.pipeline: %w", err)
@@ -592,10 +588,9 @@ func (p *phase) cleanup(ctx context.Context) error {
 	return nil
 }
 
-// ownHourK is the k of worker-owned hour counts, when TOPK_OWN_HOUR=1
-// (branch owned-hour, work in progress: not a flag yet), else 0.
+// ownHourK is the k the workers own the hour counts with (0: they do not).
 func ownHourK(cfg PipelineConfig) int {
-	if os.Getenv("TOPK_OWN_HOUR") == "1" {
+	if cfg.WorkersOwnHour {
 		return cfg.K
 	}
 	return 0
