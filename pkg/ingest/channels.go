@@ -163,7 +163,7 @@ func NewChannelSink(st *store.Store, o ChannelOptions) (Sink, error) {
 		s.users, s.userBatch = o.Users, o.Users.NewBatch()
 	}
 	if o.OwnHourK > 0 {
-		s.own = newOwnedHour(st, o.OwnHourK, o.Logger)
+		s.own = newOwnedHour(st, o.OwnHourK, rule.MaxSkew(), o.Logger)
 	}
 	return s, nil
 }

@@ -17,11 +17,12 @@ import (
 // records it reads, since records are keyed by workspace. Redis keeps no
 // running sum for them; the sink writes each ranking's changes.
 type ownedHour struct {
-	st  *store.Store
-	win window.Window
-	k   int
-	log *slog.Logger
-	ws  map[string]*ownedWS
+	st   *store.Store
+	win  window.Window
+	k    int
+	skew time.Duration // how far ahead of the clock an event's minute may be (the time rule's)
+	log  *slog.Logger
+	ws   map[string]*ownedWS
 	// first is the window's first minute the windows hold: a minute before
 	// it has left them (the slide).
 	first int64
@@ -57,17 +58,18 @@ func (own *ownedWS) landedThrough(source string) int64 {
 // recoverParallel bounds the recoveries read at once.
 const recoverParallel = 16
 
-func newOwnedHour(st *store.Store, k int, log *slog.Logger) *ownedHour {
-	return &ownedHour{st: st, win: st.Window(), k: k, log: log, ws: map[string]*ownedWS{}, sources: map[string]map[string]bool{}}
+func newOwnedHour(st *store.Store, k int, skew time.Duration, log *slog.Logger) *ownedHour {
+	return &ownedHour{st: st, win: st.Window(), k: k, skew: skew, log: log, ws: map[string]*ownedWS{}, sources: map[string]map[string]bool{}}
 }
 
 // minutes are the minutes a recovery reads at now: those the windows hold
-// (from first, which a postponed slide may keep behind the clock's), and a
-// few ahead of the clock (events may be stamped up to the time rule's
-// skew ahead).
+// (from first, which a postponed slide may keep behind the clock's), and
+// those ahead of the clock that events stamped up to the time rule's skew
+// ahead may have counts in.
 func (o *ownedHour) minutes(now time.Time) []int64 {
-	out := make([]int64, 0, o.win.Minutes+5)
-	for m := o.first; m <= window.Minute(now)+4; m++ {
+	last := window.Minute(now.Add(o.skew)) + 1
+	out := make([]int64, 0, last-o.first+1)
+	for m := o.first; m <= last; m++ {
 		out = append(out, m)
 	}
 	return out
