@@ -70,24 +70,5 @@ func TestACLRunsWorkerHourCounts(t *testing.T) {
 		t.Errorf("%s:meta counts = %q (%v), want worker", top, by, err)
 	}
 	time.Sleep(time.Second) // a few more batches and ticks
-	for _, b := range []*bgCmd{ingest, sched} {
-		b.stop(t)
-		if m := permissionWords.FindString(b.errOut.String()); m != "" {
-			t.Errorf("%s logged %q:\n%s", b.name, m, b.errOut.String())
-		}
-	}
-	entries, err := admin.Do(ctx, admin.B().AclLog().Count(100).Build()).ToArray()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		m, _ := e.AsMap()
-		var parts []string
-		for _, f := range []string{"username", "reason", "context", "object"} {
-			v := m[f]
-			s, _ := v.ToString()
-			parts = append(parts, f+"="+s)
-		}
-		t.Errorf("Redis ACL LOG: %s", strings.Join(parts, " "))
-	}
+	stopAndCheckACL(t, admin, ingest, sched)
 }

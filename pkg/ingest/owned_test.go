@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strconv"
 	"testing"
@@ -177,7 +178,7 @@ func TestOwnedHourRankingsExact(t *testing.T) {
 	if n, err := c.Do(ctx, c.B().Zcard().Key(ks.Workspace("d").Top(keys.Window1h)).Build()).AsInt64(); err != nil || n != 0 {
 		t.Fatalf("d, idle for over an hour: its ranking holds %d entries (%v), want none", n, err)
 	}
-	if owned, err := st.Owned(ctx, "events/0"); err != nil || fmt.Sprint(owned) == "" || slicesContains(owned, "d") {
+	if owned, err := st.Owned(ctx, "events/0"); err != nil || fmt.Sprint(owned) == "" || slices.Contains(owned, "d") {
 		t.Fatalf("partition 0 owns %v (%v): want a and b, not d, whose window emptied", owned, err)
 	}
 	// A scheduler run with --hour-counts redis beside these workers leaves
@@ -243,13 +244,4 @@ func TestOwnedHourRefusesMisroutedRecords(t *testing.T) {
 			t.Errorf("k %d, key %q: reason %q (%v), want %q", tc.k, tc.key, got, err, tc.want)
 		}
 	}
-}
-
-func slicesContains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
