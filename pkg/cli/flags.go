@@ -182,7 +182,7 @@ func deploymentFlags() []cli.Flag {
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "day-retention", EnvVars: []string{"TOPK_DAY_RETENTION"}, Value: window.DefaultDayRetention, Usage: "how long day buckets live after their day"}),
 		latenessFlag(),
 		altsrc.NewStringFlag(&cli.StringFlag{Name: "hour-counts", EnvVars: []string{"TOPK_HOUR_COUNTS"}, Value: HourCountsRedis,
-			Usage: "who keeps the hour window's counts (same value for all workers and schedulers): redis (running sums in Redis; records keyed any way) or worker (each ingest worker keeps its workspaces' counts in memory and writes their hour rankings, about half the Redis time per event; records must be keyed by workspace id, others go to the dead letters as misrouted; not yet with Redis Cluster, rebuild, or the rising and distinct-user rankings)"}),
+			Usage: "who keeps the hour window's counts (same value for all workers and schedulers): redis (running sums in Redis; records keyed any way) or worker (each ingest worker keeps its workspaces' counts in memory and writes their hour rankings, about half the Redis time per event; records must be keyed by workspace id, others go to the dead letters as misrouted; not yet with rebuild, or the rising and distinct-user rankings)"}),
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "bucket-age", EnvVars: []string{"TOPK_BUCKET_AGE"}, Value: window.DefaultBucketAge,
 			Usage: "workers hold the minute buckets' counts over batches this long before writing them, and the scheduler folds a minute that much later (same value for all workers and schedulers; the running sums and rankings take every batch; negative: with every batch)"}),
 	}
@@ -422,16 +422,12 @@ const (
 )
 
 // workerHourCounts reads --hour-counts: whether the workers own the hour
-// counts (store.HourRanking), or an error for an unknown value or a
-// setting it does not support yet.
-func workerHourCounts(c *cli.Context, st *store.Store) (bool, error) {
+// counts (store.HourRanking), or an error for an unknown value.
+func workerHourCounts(c *cli.Context) (bool, error) {
 	switch v := c.String("hour-counts"); v {
 	case HourCountsRedis:
 		return false, nil
 	case HourCountsWorker:
-		if st != nil && st.Cluster() {
-			return false, cli.Exit("--hour-counts worker does not run on Redis Cluster yet; use --hour-counts redis", ExitUsage)
-		}
 		return true, nil
 	default:
 		return false, cli.Exit(fmt.Sprintf("--hour-counts %q: want %s or %s", v, HourCountsRedis, HourCountsWorker), ExitUsage)

@@ -103,7 +103,7 @@ func newWorkers(c *cli.Context, cs consumers, log *slog.Logger, newSink func() (
 // command's time settings and per-user cap, logging to log.
 func channelSink(c *cli.Context, st *store.Store, guard *replica.Guard, log *slog.Logger) func() (ingest.Sink, error) {
 	return func() (ingest.Sink, error) {
-		owned, err := workerHourCounts(c, st)
+		owned, err := workerHourCounts(c)
 		if err != nil {
 			return nil, err
 		}

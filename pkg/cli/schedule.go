@@ -50,7 +50,7 @@ func newScheduler(c *cli.Context, st *store.Store, log *slog.Logger) (*scheduler
 	if err != nil {
 		return nil, err
 	}
-	owned, err := workerHourCounts(c, st)
+	owned, err := workerHourCounts(c)
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/topk-dev/topk/pkg/events"
@@ -34,9 +35,15 @@ type ownedRec struct {
 // which a new sink recovers from the minute buckets and replays from the
 // committed offsets (records whose holds landed uncommitted included).
 func TestOwnedHourRankingsExact(t *testing.T) {
+	t.Run("redis", func(t *testing.T) { ownedHourRankingsExact(t, testenv.Client(t, testenv.Redis(t).Addr())) })
+	// The whole rankings' MULTI spans, the meta, the ranked set and the
+	// ownership sets go to the masters of their own slots.
+	t.Run("cluster", func(t *testing.T) { ownedHourRankingsExact(t, testenv.Client(t, testenv.RedisCluster(t).Addr())) })
+}
+
+func ownedHourRankingsExact(t *testing.T, c rueidis.Client) {
 	ctx := context.Background()
 	ks := keys.New("t")
-	c := testenv.Client(t, testenv.Redis(t).Addr())
 	st := store.New(c, ks, window.Hour, store.Options{MaxPairsPerCall: 7})
 	clock := time.Now().Truncate(time.Minute)
 	const k = 3

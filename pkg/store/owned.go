@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/topk-dev/topk/pkg/internal/par"
 	"github.com/topk-dev/topk/pkg/keys"
 )
 
@@ -118,44 +119,68 @@ type RankedCount struct {
 }
 
 // WriteHourRankings writes rankings' changes to the cached hour rankings
-// and their meta, one pipeline, and marks the workspaces ranked for the
-// long windows' fresh passes. A whole ranking goes in one MULTI, its
-// entries highest first: each then enters the listpack at its head.
+// and their meta, and marks the workspaces ranked for the long windows'
+// fresh passes: on one Redis in one pipeline; on a Cluster a workspace's
+// commands at a time, in parallel (a MULTI, which has no slot, may not
+// share a pipeline with another slot's commands there). A whole ranking
+// goes in one MULTI, its entries highest first: each then enters the
+// listpack at its head.
 func (s *Store) WriteHourRankings(ctx context.Context, k int, rs []HourRanking) error {
 	if len(rs) == 0 {
 		return nil
 	}
-	cmds := make(rueidis.Commands, 0, 4*len(rs)+1)
-	ids := make([]string, 0, len(rs))
-	for _, r := range rs {
-		wk := s.keys.Workspace(r.WS)
-		top := wk.Top(keys.Window1h)
-		if r.Whole {
-			cmds = append(cmds, s.c.B().Multi().Build(), s.c.B().Del().Key(top).Build())
-		}
-		if len(r.Set) > 0 {
-			z := s.c.B().Zadd().Key(top).ScoreMember()
-			for _, e := range r.Set {
-				z = z.ScoreMember(float64(e.Count), e.Member)
-			}
-			cmds = append(cmds, z.Build())
-		}
-		if len(r.Left) > 0 {
-			cmds = append(cmds, s.c.B().Zrem().Key(top).Member(r.Left...).Build())
-		}
-		if r.Whole {
-			cmds = append(cmds, s.c.B().Exec().Build())
-		}
-		end := strconv.FormatInt(r.WindowEnd, 10)
-		cmds = append(cmds, s.c.B().Hset().Key(wk.TopMeta(keys.Window1h)).FieldValue().
-			FieldValue("computed_at", end).FieldValue("window_end", end).
-			FieldValue("window_start", strconv.FormatInt(r.WindowStart, 10)).FieldValue("k", strconv.Itoa(k)).
-			FieldValue("counts", "worker").Build())
-		ids = append(ids, r.WS)
+	groups := make([]rueidis.Commands, len(rs))
+	ids := make([]string, len(rs))
+	for i, r := range rs {
+		groups[i], ids[i] = s.hourRankingCmds(k, r), r.WS
 	}
-	cmds = append(cmds, s.c.B().Sadd().Key(s.keys.RankedDirty()).Member(ids...).Build())
-	for _, res := range s.c.DoMulti(ctx, cmds...) {
-		if err := res.Error(); err != nil {
+	ranked := s.c.B().Sadd().Key(s.keys.RankedDirty()).Member(ids...).Build()
+	if !s.cluster {
+		cmds := make(rueidis.Commands, 0, 4*len(rs)+1)
+		for _, g := range groups {
+			cmds = append(cmds, g...)
+		}
+		return firstError(s.c.DoMulti(ctx, append(cmds, ranked)...))
+	}
+	if _, err := par.Errors(len(groups), s.opts.ParallelCalls, func(i int) error { return firstError(s.c.DoMulti(ctx, groups[i]...)) }); err != nil {
+		return err
+	}
+	return firstError(s.c.DoMulti(ctx, ranked))
+}
+
+// hourRankingCmds are the commands that write one ranking's changes and
+// its meta, all in the workspace's slot.
+func (s *Store) hourRankingCmds(k int, r HourRanking) rueidis.Commands {
+	wk := s.keys.Workspace(r.WS)
+	top := wk.Top(keys.Window1h)
+	var cmds rueidis.Commands
+	if r.Whole {
+		cmds = append(cmds, s.c.B().Multi().Build(), s.c.B().Del().Key(top).Build())
+	}
+	if len(r.Set) > 0 {
+		z := s.c.B().Zadd().Key(top).ScoreMember()
+		for _, e := range r.Set {
+			z = z.ScoreMember(float64(e.Count), e.Member)
+		}
+		cmds = append(cmds, z.Build())
+	}
+	if len(r.Left) > 0 {
+		cmds = append(cmds, s.c.B().Zrem().Key(top).Member(r.Left...).Build())
+	}
+	if r.Whole {
+		cmds = append(cmds, s.c.B().Exec().Build())
+	}
+	end := strconv.FormatInt(r.WindowEnd, 10)
+	return append(cmds, s.c.B().Hset().Key(wk.TopMeta(keys.Window1h)).FieldValue().
+		FieldValue("computed_at", end).FieldValue("window_end", end).
+		FieldValue("window_start", strconv.FormatInt(r.WindowStart, 10)).FieldValue("k", strconv.Itoa(k)).
+		FieldValue("counts", "worker").Build())
+}
+
+// firstError is the first error among a pipeline's replies.
+func firstError(rs []rueidis.RedisResult) error {
+	for _, r := range rs {
+		if err := r.Error(); err != nil {
 			return fmt.Errorf("store: hour rankings: %w", err)
 		}
 	}

@@ -148,6 +148,3 @@ func (s *Store) Pinned() *Store {
 	}
 	return s
 }
-
-// Cluster reports whether the store writes to a Redis Cluster.
-func (s *Store) Cluster() bool { return s.cluster }
