@@ -109,9 +109,14 @@ func (b *batch) reject(r *kgo.Record, err error, dlqTopic string) {
 }
 
 // commitRecords returns the last record of each partition in the batch.
-func (b *batch) commitRecords() []*kgo.Record {
-	out := make([]*kgo.Record, 0, len(b.last))
-	for _, r := range b.last {
+func (b *batch) commitRecords() []*kgo.Record { return recordsOf(b.last) }
+
+// recordsOf returns the records of last, one per partition, as a commit
+// names them: never nil, so that "nothing to commit" stays apart from
+// "not yet" (heldWrite.commit).
+func recordsOf(last map[topicPartition]*kgo.Record) []*kgo.Record {
+	out := make([]*kgo.Record, 0, len(last))
+	for _, r := range last {
 		out = append(out, r)
 	}
 	return out

@@ -353,10 +353,7 @@ func (s *channelSink) due(now time.Time) ([]*store.Batch, []*kgo.Record) {
 		return batches, nil
 	}
 	s.heldEvents = 0
-	commit := make([]*kgo.Record, 0, len(s.uncommitted))
-	for _, r := range s.uncommitted {
-		commit = append(commit, r)
-	}
+	commit := recordsOf(s.uncommitted)
 	s.uncommitted = nil
 	return batches, commit // everything Write took so far
 }
