@@ -53,11 +53,12 @@ type batch struct {
 // behind), and a batch started in the past would be flushed at once, a
 // little at a time. Nor after now, whatever the producer's clock says.
 //
-// Nor before the record's partition was assigned to the worker (see
-// assignedAt): a worker that starts, or joins a group, before a backlog's
-// partitions are its own would otherwise cut its first batch as soon as it
-// got them (a drain's first batch, a small one, after the broker's join
-// delay).
+// Nor before the record's partition was assigned to the worker: the
+// caller passes as oldest the records' arrivals floored at their
+// partitions' assignments (assignedAt.floor), since a worker that starts,
+// or joins a group, before a backlog's partitions are its own would
+// otherwise cut its first batch as soon as it got them (a drain's first
+// batch, a small one, after the broker's join delay).
 func batchStart(oldest, flushBegan, now time.Time) time.Time {
 	if oldest.After(now) {
 		oldest = now
