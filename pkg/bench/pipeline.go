@@ -499,7 +499,7 @@ func (p *phase) consumers(storeClient rueidis.Client) (workers []func(context.Co
 		ws := make([]*ingest.Worker, cfg.Workers)
 		for i := range ws {
 			if ws[i], err = ingest.New(ingest.Config{Kafka: kcfg, Topic: p.topic, Group: groupID, Store: st,
-				BatchEvents: cfg.BatchEvents, BatchAge: cfg.BatchAge, BucketAge: cfg.BucketAge, Logger: e.log, OnFlush: p.flushed}); err != nil {
+				BatchEvents: cfg.BatchEvents, BatchAge: cfg.BatchAge, BucketAge: cfg.BucketAge, OwnHourK: ownHourK(cfg), Logger: e.log, OnFlush: p.flushed}); err != nil {
 				return nil, nil, fmt.Errorf("bench.pipeline: %w", err)
 			}
 			workers = append(workers, ws[i].Run)
@@ -528,6 +528,7 @@ func (p *phase) consumers(storeClient rueidis.Client) (workers []func(context.Co
 	if p.design == designNaive {
 		sp.Refresh = naiveRefresh(storeClient, p.ks, window.Hour)
 	}
+	sp.WorkersOwnHour = p.design == designPipeline && cfg.WorkersOwnHour
 	s, err := scheduler.New(sp)
 	if err != nil {
 		return nil, nil, fmt.Errorf("bench.pipeline: %w", err)
@@ -585,4 +586,12 @@ func (p *phase) cleanup(ctx context.Context) error {
 		return fmt.Errorf("bench.pipeline: cleanup: %w", errors.Join(errs...))
 	}
 	return nil
+}
+
+// ownHourK is the k the workers own the hour counts with (0: they do not).
+func ownHourK(cfg PipelineConfig) int {
+	if cfg.WorkersOwnHour {
+		return cfg.K
+	}
+	return 0
 }

@@ -100,6 +100,9 @@ type PipelineConfig struct {
 	// (ingest.Config's; 0: window.DefaultBucketAge; negative: with every
 	// batch, the write path before holds).
 	BucketAge time.Duration `json:"bucket_age_ns"`
+	// WorkersOwnHour runs the pipeline with --hour-counts worker: the
+	// workers keep the hour counts and write the hour rankings.
+	WorkersOwnHour bool `json:"workers_own_hour,omitempty"`
 
 	// QueryRate is the cached reads per second (0: DefaultQueryRate;
 	// negative: no reads).

@@ -181,6 +181,8 @@ func deploymentFlags() []cli.Flag {
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "hour-retention", EnvVars: []string{"TOPK_HOUR_RETENTION"}, Value: window.DefaultHourRetention, Usage: "how long hour buckets live after their hour (at least 30 days for the 30d window)"}),
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "day-retention", EnvVars: []string{"TOPK_DAY_RETENTION"}, Value: window.DefaultDayRetention, Usage: "how long day buckets live after their day"}),
 		latenessFlag(),
+		altsrc.NewStringFlag(&cli.StringFlag{Name: "hour-counts", EnvVars: []string{"TOPK_HOUR_COUNTS"}, Value: HourCountsRedis,
+			Usage: "who keeps the hour window's counts (same value for all workers and schedulers): redis (running sums in Redis; records keyed any way) or worker (each ingest worker keeps its workspaces' counts in memory and writes their hour rankings, about half the Redis time per event; records must be keyed by workspace id, others go to the dead letters as misrouted; not yet with rebuild, or the rising and distinct-user rankings)"}),
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "bucket-age", EnvVars: []string{"TOPK_BUCKET_AGE"}, Value: window.DefaultBucketAge,
 			Usage: "workers hold the minute buckets' counts over batches this long before writing them, and the scheduler folds a minute that much later (same value for all workers and schedulers; the running sums and rankings take every batch; negative: with every batch)"}),
 	}
@@ -411,4 +413,23 @@ func hasFlag(c *cli.Context, name string) bool {
 func kafkaConfig(c *cli.Context) kafka.Config {
 	tls, sasl := kafkaSecurity(c)
 	return kafka.Config{Brokers: SplitList(c.String("brokers")), TLS: tls, SASL: sasl}
+}
+
+// The values of --hour-counts.
+const (
+	HourCountsRedis  = "redis"
+	HourCountsWorker = "worker"
+)
+
+// workerHourCounts reads --hour-counts: whether the workers own the hour
+// counts (store.HourRanking), or an error for an unknown value.
+func workerHourCounts(c *cli.Context) (bool, error) {
+	switch v := c.String("hour-counts"); v {
+	case HourCountsRedis:
+		return false, nil
+	case HourCountsWorker:
+		return true, nil
+	default:
+		return false, cli.Exit(fmt.Sprintf("--hour-counts %q: want %s or %s", v, HourCountsRedis, HourCountsWorker), ExitUsage)
+	}
 }

@@ -17,7 +17,7 @@ import (
 func ingestCommand(env *Env) *cli.Command {
 	flags := []cli.Flag{brokersFlag(DefaultBrokers), topicFlag(), redisFlag(DefaultRedis), prefixFlag()}
 	flags = append(flags, ingestFlags(DefaultGroup, "", ingest.DefaultBatchEvents)...)
-	flags = append(flags, userCapFlag(), globalAgeFlag(), maxPairsFlag(), uniqueUsersFlag(""))
+	flags = append(flags, userCapFlag(), globalAgeFlag(), maxPairsFlag(), uniqueUsersFlag(""), kFlag("with --hour-counts worker: entries kept in each cached hour ranking (as the scheduler's --k)"))
 	flags = append(flags, guardFlags()...)
 	flags = append(flags, deploymentFlags()...)
 	flags = append(flags, LogFlags("info")...)
@@ -103,9 +103,18 @@ func newWorkers(c *cli.Context, cs consumers, log *slog.Logger, newSink func() (
 // command's time settings and per-user cap, logging to log.
 func channelSink(c *cli.Context, st *store.Store, guard *replica.Guard, log *slog.Logger) func() (ingest.Sink, error) {
 	return func() (ingest.Sink, error) {
+		owned, err := workerHourCounts(c)
+		if err != nil {
+			return nil, err
+		}
+		ownK := 0
+		if owned {
+			ownK = c.Int("k")
+		}
 		w := writeStore(st, guard) // once per worker life
 		return ingest.NewChannelSink(w, ingest.ChannelOptions{Lateness: c.Duration("lateness"), MaxSkew: c.Duration("max-skew"),
-			UserMinuteCap: c.Int("user-minute-cap"), GlobalAge: c.Duration("global-age"), BucketAge: c.Duration("bucket-age"), Users: uniqueUsers(c, w), Logger: log})
+			UserMinuteCap: c.Int("user-minute-cap"), GlobalAge: c.Duration("global-age"), BucketAge: c.Duration("bucket-age"),
+			OwnHourK: ownK, Users: uniqueUsers(c, w), Logger: log})
 	}
 }
 

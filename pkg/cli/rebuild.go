@@ -51,6 +51,11 @@ func rebuild(c *cli.Context, env *Env, bar *progress.Bar, st *store.Store, log *
 	if c.Duration("since") <= 0 {
 		return cli.Exit("--since must be positive", ExitUsage)
 	}
+	if owned, err := workerHourCounts(c); err != nil {
+		return err
+	} else if owned {
+		return cli.Exit("rebuild recounts the running sums, which --hour-counts worker does not keep: restart the workers instead (they recover the hour from the minute buckets)", ExitUsage)
+	}
 	began := time.Now()
 	meter := progress.NewMeter(bar, progress.Options{Label: "rebuild", Unit: "records"})
 	stats, err := ingest.Replay(c.Context, ingest.ReplayConfig{

@@ -50,7 +50,11 @@ func newScheduler(c *cli.Context, st *store.Store, log *slog.Logger) (*scheduler
 	if err != nil {
 		return nil, err
 	}
-	s, err := scheduler.New(scheduler.Params{Store: st, Interval: c.Duration("interval"), K: c.Int("k"), Logger: log,
+	owned, err := workerHourCounts(c)
+	if err != nil {
+		return nil, err
+	}
+	s, err := scheduler.New(scheduler.Params{Store: st, Interval: c.Duration("interval"), K: c.Int("k"), Logger: log, WorkersOwnHour: owned,
 		Lateness: c.Duration("lateness"), BucketAge: c.Duration("bucket-age"), Cadence: cadence, FreshEvery: c.Duration("fresh-every"), Activity: users, OnTick: metrics.TickObserver})
 	if err != nil {
 		return nil, cli.Exit(err.Error(), ExitUsage)

@@ -70,6 +70,11 @@ const (
 	// retry could ever write it (see ingest.Written.Refused). The
 	// dead letter's error header carries the store's message.
 	ReasonStoreRejected Reason = "store_rejected"
+	// ReasonMisrouted: the record's key is not its workspace id, while the
+	// workers own their workspaces' hour counts (ingest --hour-counts
+	// worker), which needs every record of a workspace in one partition.
+	// Produced again keyed by its workspace, it counts.
+	ReasonMisrouted Reason = "misrouted"
 )
 
 // RejectError is returned for a record that is not a valid event.

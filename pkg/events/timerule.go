@@ -66,3 +66,6 @@ func (r TimeRule) CheckAhead(ts int64, arrived time.Time) error {
 	}
 	return nil
 }
+
+// MaxSkew is how far ahead of its arrival an event may be stamped.
+func (r TimeRule) MaxSkew() time.Duration { return r.maxSkew }

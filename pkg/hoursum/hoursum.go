@@ -9,6 +9,7 @@ package hoursum
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -21,6 +22,11 @@ import (
 	"github.com/topk-dev/topk/pkg/keys"
 	"github.com/topk-dev/topk/pkg/window"
 )
+
+// ErrWorkerCounts: the workspace's hour counts are kept by its ingest
+// worker (--hour-counts worker), so Redis has no running sum to rank
+// channels by growth or distinct users from.
+var ErrWorkerCounts = errors.New("hoursum: the ingest workers keep this workspace's hour counts (--hour-counts worker): the rising and distinct-user rankings need --hour-counts redis")
 
 // Count is a channel's events in the hour.
 type Count struct {
@@ -74,6 +80,16 @@ func read(ctx context.Context, c rueidis.Client, wk keys.Workspace, now time.Tim
 	n, err := c.Do(ctx, c.B().Hlen().Key(wk.Win(win)).Build()).AsInt64()
 	if err != nil {
 		return Sum{}, "", err
+	}
+	if n == 0 {
+		// No sum: either no events in the hour, or the workers own the
+		// hour counts (their rankings' meta says so), and Redis has none.
+		by, err := c.Do(ctx, c.B().Hget().Key(wk.TopMeta(win)).Field("counts").Build()).ToString()
+		if err == nil && by == "worker" {
+			return Sum{}, "", ErrWorkerCounts
+		} else if err != nil && !rueidis.IsRedisNil(err) {
+			return Sum{}, "", err
+		}
 	}
 	whole := n <= scanLimit
 	read := c.B().Hgetall().Key(wk.Win(win)).Build()

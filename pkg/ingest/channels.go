@@ -66,6 +66,12 @@ type ChannelOptions struct {
 	// counted for a workspace, with a user id, adds its user to the
 	// channel's minute. nil turns it off.
 	Users *uniq.Store
+	// OwnHourK, when above 0, makes the worker own its workspaces' hour
+	// counts (docs/owned-hour.md): it keeps them in memory and writes the
+	// cached hour rankings of OwnHourK entries itself, and Redis keeps no
+	// running sum. Records must be keyed by workspace id; one that is not
+	// goes to the dead letters (events.ReasonMisrouted).
+	OwnHourK int
 	// Logger reports the held counts' failed writes, which are retried in
 	// the background (nil: slog.Default()).
 	Logger *slog.Logger
@@ -122,6 +128,7 @@ type channelSink struct {
 	uncommitted map[topicPartition]*kgo.Record
 	sizes       map[topicPartition]batchSize // the last batch's, to size the next one's
 	writing     *heldWrite
+	own         *ownedHour // the hour counts it owns (OwnHourK), nil when off
 	log         *slog.Logger
 	now         func() time.Time // the holds' clock: time.Now
 }
@@ -130,6 +137,9 @@ type channelSink struct {
 // if they arrive within the lateness of their minute's end and at most the
 // skew ahead of it, and at most the user cap per workspace, user and minute.
 func NewChannelSink(st *store.Store, o ChannelOptions) (Sink, error) {
+	if o.OwnHourK < 0 || (o.OwnHourK > 0 && o.BucketAge < 0) {
+		return nil, errors.New("ingest: owned hour counts need k > 0 and held buckets")
+	}
 	if o.UserMinuteCap < 0 {
 		return nil, errors.New("ingest: --user-minute-cap must not be negative (0 turns it off)")
 	}
@@ -152,6 +162,9 @@ func NewChannelSink(st *store.Store, o ChannelOptions) (Sink, error) {
 	if o.Users != nil {
 		s.users, s.userBatch = o.Users, o.Users.NewBatch()
 	}
+	if o.OwnHourK > 0 {
+		s.own = newOwnedHour(st, o.OwnHourK, rule.MaxSkew(), o.Logger)
+	}
 	return s, nil
 }
 
@@ -168,6 +181,9 @@ func (s *channelSink) Add(r *kgo.Record, arrived, now time.Time) error {
 	}
 	s.last[tp] = r
 	ev, err := events.Decode(r.Value)
+	if err == nil && s.own != nil && string(r.Key) != ev.WorkspaceID {
+		err = events.Reject(events.ReasonMisrouted, "keyed %q, not by its workspace %q: its workspace's hour counts are owned by one partition's worker", r.Key, ev.WorkspaceID)
+	}
 	if err == nil {
 		err = s.rule.Check(ev.TS, arrived)
 	}
@@ -194,6 +210,7 @@ type sealedBatch struct {
 	events int64
 	users  *uniq.Batch
 	last   map[topicPartition]*kgo.Record
+	owned  bool // its counts are in the owned hour counts (a retried Write must not add them again)
 }
 
 // Seal sets the pending batch aside for the next Write (see Sealer).
@@ -233,6 +250,11 @@ func (s *channelSink) Write(ctx context.Context) (Written, error) {
 			return Written{}, err
 		}
 	}
+	if s.own != nil {
+		if err := s.writeOwned(ctx, b); err != nil {
+			return Written{}, err
+		}
+	}
 	// The sums first: a bucket's counts never land before the sums that
 	// count the same records (see ingest.lua, "Fences").
 	if err := s.st.Apply(ctx, s.prepared); err != nil {
@@ -241,6 +263,11 @@ func (s *channelSink) Write(ctx context.Context) (Written, error) {
 	commit, err := s.writeHeld(ctx)
 	if err != nil {
 		return Written{}, err
+	}
+	if s.own != nil && s.writing == nil {
+		if err := s.slideOwned(ctx); err != nil {
+			return Written{}, err
+		}
 	}
 	w := Written{Counted: b.events - s.prepared.Skipped, Replayed: s.prepared.Skipped, Recounted: int64(s.prepared.Recounted),
 		Commit: commit, Held: !s.buckets.empty() || !s.global.empty() || s.writing != nil}
@@ -253,9 +280,12 @@ func (s *channelSink) Write(ctx context.Context) (Written, error) {
 func (s *channelSink) prepare() {
 	b := s.sealed
 	parts := storeParts(b.parts)
-	if s.bucketAge < 0 {
+	switch {
+	case s.own != nil:
+		s.prepared = s.st.PrepareSumParts(nil) // the worker owns the sums
+	case s.bucketAge < 0:
 		s.prepared = s.st.PrepareWorkspaceParts(parts)
-	} else {
+	default:
 		s.prepared = s.st.PrepareSumParts(parts)
 	}
 	// The buckets take the global view's hold whenever it is written (it

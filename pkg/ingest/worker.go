@@ -116,6 +116,8 @@ type Config struct {
 	// minute go to the dead-letter topic as user_minute_cap. It stops one
 	// user (a bot) from flooding a channel's rank. 0 turns it off.
 	UserMinuteCap int
+	// OwnHourK: see ChannelOptions.OwnHourK (the channel sink only).
+	OwnHourK int
 	// GlobalAge is how long the channel pipeline holds the global view's
 	// counts over batches (see ChannelOptions.GlobalAge).
 	GlobalAge time.Duration
@@ -259,7 +261,7 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Sink == nil {
 		cfg.NewSink = func() (Sink, error) {
 			return NewChannelSink(cfg.Store, ChannelOptions{Lateness: cfg.Lateness, MaxSkew: cfg.MaxSkew,
-				UserMinuteCap: cfg.UserMinuteCap, GlobalAge: cfg.GlobalAge, BucketAge: cfg.BucketAge, Logger: cfg.Logger})
+				UserMinuteCap: cfg.UserMinuteCap, GlobalAge: cfg.GlobalAge, BucketAge: cfg.BucketAge, OwnHourK: cfg.OwnHourK, Logger: cfg.Logger})
 		}
 		sink, err := cfg.NewSink()
 		if err != nil {

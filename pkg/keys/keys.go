@@ -25,6 +25,7 @@
 //	topk:dirty:sums                 SET   workspaces whose counts may change a long window's sum
 //	topk:dirty:ranked               SET   workspaces whose hour ranking the writers kept current (their long windows' current hour is due)
 //	topk:mws:<unix_minute>          SET   workspaces with a bucket for that minute
+//	topk:own:<topic>/<partition>    SET   workspaces whose hour counts that partition's worker owns (ingest's OwnHourK)
 //	topk:beat:<window>              STRING unix ms of the scheduler's last complete pass over window
 //
 // and for the global (cross-workspace) view, whose items are GlobalItem ids:
@@ -111,6 +112,12 @@ func (s Space) SumsDirty() string { return s.prefix + ":dirty:sums" }
 // each once at the next minute, so that its window_start follows the
 // clock.
 func (s Space) RankedDirty() string { return s.prefix + ":dirty:ranked" }
+
+// OwnedBy is the set of workspaces whose hour counts the workers reading
+// source ("<topic>/<partition>") own (ingest's OwnHourK): a worker that
+// takes the partition over recovers all of them, idle ones included, so
+// that their rankings keep sliding.
+func (s Space) OwnedBy(source string) string { return s.prefix + ":own:" + source }
 
 // MinuteWorkspaces is the set of workspaces with a bucket for unix minute m,
 // so the scheduler knows whose window shrinks when m leaves it.

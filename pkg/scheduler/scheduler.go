@@ -101,6 +101,11 @@ type Params struct {
 	// FreshEvery is how often the long windows' rankings take in the
 	// current hour (default DefaultFreshEvery): their freshness.
 	FreshEvery time.Duration
+	// WorkersOwnHour: the ingest workers keep the hour counts and write
+	// the hour rankings themselves (ingest.ChannelOptions.OwnHourK), so the
+	// scheduler refreshes no hour ranking; it still takes the workspaces
+	// they ranked into the long windows' current hour.
+	WorkersOwnHour bool
 	// Refresh recomputes the cached rankings of workspaces at now; default
 	// Store.Refresh. The benchmark's naive baseline, which keeps no running
 	// window sums, supplies the seed's union of buckets instead.
@@ -220,6 +225,9 @@ func New(p Params) (*Scheduler, error) {
 	}
 	if p.Logger == nil {
 		p.Logger = slog.Default()
+	}
+	if p.WorkersOwnHour {
+		p.Refresh = func(context.Context, []string, time.Time, int) error { return nil }
 	}
 	if p.Refresh == nil {
 		p.Refresh = p.Store.Refresh

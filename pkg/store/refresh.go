@@ -21,6 +21,10 @@ import (
 // workspace whose leaving minute a worker still holds counts of is left as
 // it is and marked dirty again, so that the next refresh tries it again.
 func (s *Store) Refresh(ctx context.Context, workspaces []string, now time.Time, k int) error {
+	workspaces, err := s.notWorkerOwned(ctx, workspaces)
+	if err != nil {
+		return err
+	}
 	first := s.win.First(now)
 	// A call that only goes on with slides or rescans leaves the rankings as
 	// they are (refresh.lua, "A slide in parts", "A rescan in parts").
@@ -240,4 +244,36 @@ func (s *Store) Beat(ctx context.Context, window string, t time.Time) error {
 		return fmt.Errorf("store.beat: %w", err)
 	}
 	return nil
+}
+
+// notWorkerOwned drops the workspaces whose hour counts the ingest workers
+// keep (their ranking's meta says so, and Redis has no running sum): a
+// scheduler run with --hour-counts redis beside such workers would
+// otherwise rank them from a sum that is not there.
+func (s *Store) notWorkerOwned(ctx context.Context, workspaces []string) ([]string, error) {
+	cmds := make(rueidis.Commands, 0, 2*len(workspaces))
+	for _, ws := range workspaces {
+		wk := s.keys.Workspace(ws)
+		cmds = append(cmds, s.c.B().Hget().Key(wk.TopMeta(keys.Window1h)).Field("counts").Build(), s.c.B().Exists().Key(wk.Win(keys.Window1h)).Build())
+	}
+	if len(cmds) == 0 {
+		return workspaces, nil
+	}
+	replies := s.c.DoMulti(ctx, cmds...)
+	out := make([]string, 0, len(workspaces))
+	for j, ws := range workspaces {
+		by, err := replies[2*j].ToString()
+		if err != nil && !rueidis.IsRedisNil(err) {
+			return nil, err
+		}
+		sum, err := replies[2*j+1].AsInt64()
+		if err != nil {
+			return nil, err
+		}
+		if by == "worker" && sum == 0 {
+			continue
+		}
+		out = append(out, ws)
+	}
+	return out, nil
 }

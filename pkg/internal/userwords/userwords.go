@@ -12,7 +12,7 @@ import (
 // packages are the packages under pkg/, whose errors start with their
 // operation ("store.read_top: ", "rawstore.List: ", "usercount: ").
 var packages = []string{"activity", "activityingest", "api", "bench", "cli", "devenv", "doctor", "events", "geo",
-	"hoursum", "ingest", "internal", "kafka", "keys", "loadgen", "metrics", "progress", "rawstore", "replica", "scheduler", "security",
+	"hoursum", "hourwin", "ingest", "internal", "kafka", "keys", "loadgen", "metrics", "progress", "rawstore", "replica", "scheduler", "security",
 	"sketch", "store", "uniq", "usercount", "window"}
 
 // operation matches those operations, at the start of a message or of a

@@ -1,0 +1,27 @@
+package cli_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/topk-dev/topk/pkg/cli"
+	"github.com/topk-dev/topk/pkg/internal/testenv"
+)
+
+// --hour-counts takes redis or worker; rebuild, which recounts the running
+// sums, refuses worker.
+func TestHourCountsFlag(t *testing.T) {
+	r := testenv.Redis(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"schedule", "--redis", r.Addr(), "--hour-counts", "bogus"}, `--hour-counts "bogus": want redis or worker`},
+		{[]string{"rebuild", "--redis", r.Addr(), "--brokers", "127.0.0.1:1", "--hour-counts", "worker"}, "restart the workers instead"},
+	} {
+		_, _, err := runCLI(t, tc.args...)
+		if code := exitCode(t, err); code != cli.ExitUsage || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("topk %s: exit %d, %v; want exit %d saying %q", strings.Join(tc.args, " "), code, err, cli.ExitUsage, tc.want)
+		}
+	}
+}

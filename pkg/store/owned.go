@@ -1,0 +1,215 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/redis/rueidis"
+
+	"github.com/topk-dev/topk/pkg/internal/par"
+	"github.com/topk-dev/topk/pkg/keys"
+)
+
+// What a worker that owns a workspace's hour counts (docs/owned-hour.md)
+// recovers of it from Redis when it takes its partition over: the counts
+// of the window's minute buckets, and the bucket fences, which say which
+// of the records it will replay from the committed offset are already in
+// those buckets.
+
+// recoverPage is how many members of a minute bucket one read takes, so
+// that no call is long even for a million-member workspace.
+const recoverPage = 5000
+
+// Recovered is a workspace's hour counts as its minute buckets hold them,
+// and its fence.
+type Recovered struct {
+	// Counts is each channel's count over the minutes read.
+	Counts map[string]int64
+	fence  map[string]string
+}
+
+// RecoverHour reads workspace ws's minute buckets for minutes, in pages,
+// and its fence.
+func (s *Store) RecoverHour(ctx context.Context, ws string, minutes []int64) (*Recovered, error) {
+	wk := s.keys.Workspace(ws)
+	fence, err := s.c.Do(ctx, s.c.B().Hgetall().Key(wk.Fence()).Build()).AsStrMap()
+	if err != nil {
+		return nil, fmt.Errorf("store: recover %s: fence: %w", ws, err)
+	}
+	r := &Recovered{Counts: map[string]int64{}, fence: fence}
+	for _, m := range minutes {
+		key := wk.Bucket(m)
+		for from := int64(0); ; from += recoverPage {
+			zs, err := s.c.Do(ctx, s.c.B().Zrange().Key(key).Min(strconv.FormatInt(from, 10)).
+				Max(strconv.FormatInt(from+recoverPage-1, 10)).Withscores().Build()).AsZScores()
+			if err != nil {
+				return nil, fmt.Errorf("store: recover %s: minute %d: %w", ws, m, err)
+			}
+			for _, z := range zs {
+				r.Counts[z.Member] += int64(z.Score)
+			}
+			if len(zs) < recoverPage {
+				break
+			}
+		}
+	}
+	return r, nil
+}
+
+// Landed reports whether the record of source at offset, for channel ch,
+// is already counted in the buckets read: at or below its bucket fence,
+// the source's own or its chunk's (ingest.lua's "Fences"; where a bucket
+// field is missing, the sum field of the same name stands for it).
+func (r *Recovered) Landed(source string, offset int64, ch string) bool {
+	chunk := "#" + strconv.Itoa(fenceChunk(ch))
+	return offset <= max(r.bucketFence(source, ""), r.bucketFence(source, chunk))
+}
+
+// bucketFence is the bucket fence field of source with suffix ("" or
+// "#<chunk>"), or the sum field standing for it, or -1.
+func (r *Recovered) bucketFence(source, suffix string) int64 {
+	v, ok := r.fence[source+"@b"+suffix]
+	if !ok {
+		v, ok = r.fence[source+suffix]
+	}
+	if !ok {
+		return -1
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// Through is the highest offset of source that the buckets may hold (its
+// bucket fences, whole or by chunk, or the sum fields standing for them):
+// a replayed record above it is not in them.
+func (r *Recovered) Through(source string) int64 {
+	hi := int64(-1)
+	for f, v := range r.fence {
+		if f != source && !strings.HasPrefix(f, source+"@b") && !strings.HasPrefix(f, source+"#") {
+			continue
+		}
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > hi {
+			hi = n
+		}
+	}
+	return hi
+}
+
+// HourRanking is a ranking's changes that a worker owning the workspace's
+// hour counts writes (hourwin.Changes, by value: store does not import
+// hourwin): members set, members gone, or the whole ranking in Set,
+// highest first, when Whole.
+type HourRanking struct {
+	WS                     string
+	Set                    []RankedCount
+	Left                   []string
+	Whole                  bool
+	WindowStart, WindowEnd int64 // unix ms
+}
+
+// RankedCount is one entry of a ranking.
+type RankedCount struct {
+	Member string
+	Count  int64
+}
+
+// WriteHourRankings writes rankings' changes to the cached hour rankings
+// and their meta, and marks the workspaces ranked for the long windows'
+// fresh passes: on one Redis in one pipeline; on a Cluster a workspace's
+// commands at a time, in parallel (a MULTI, which has no slot, may not
+// share a pipeline with another slot's commands there). A whole ranking
+// goes in one MULTI, its entries highest first: each then enters the
+// listpack at its head.
+func (s *Store) WriteHourRankings(ctx context.Context, k int, rs []HourRanking) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	groups := make([]rueidis.Commands, len(rs))
+	ids := make([]string, len(rs))
+	for i, r := range rs {
+		groups[i], ids[i] = s.hourRankingCmds(k, r), r.WS
+	}
+	ranked := s.c.B().Sadd().Key(s.keys.RankedDirty()).Member(ids...).Build()
+	if !s.cluster {
+		cmds := make(rueidis.Commands, 0, 4*len(rs)+1)
+		for _, g := range groups {
+			cmds = append(cmds, g...)
+		}
+		return firstError(s.c.DoMulti(ctx, append(cmds, ranked)...))
+	}
+	if _, err := par.Errors(len(groups), s.opts.ParallelCalls, func(i int) error { return firstError(s.c.DoMulti(ctx, groups[i]...)) }); err != nil {
+		return err
+	}
+	return firstError(s.c.DoMulti(ctx, ranked))
+}
+
+// hourRankingCmds are the commands that write one ranking's changes and
+// its meta, all in the workspace's slot.
+func (s *Store) hourRankingCmds(k int, r HourRanking) rueidis.Commands {
+	wk := s.keys.Workspace(r.WS)
+	top := wk.Top(keys.Window1h)
+	var cmds rueidis.Commands
+	if r.Whole {
+		cmds = append(cmds, s.c.B().Multi().Build(), s.c.B().Del().Key(top).Build())
+	}
+	if len(r.Set) > 0 {
+		z := s.c.B().Zadd().Key(top).ScoreMember()
+		for _, e := range r.Set {
+			z = z.ScoreMember(float64(e.Count), e.Member)
+		}
+		cmds = append(cmds, z.Build())
+	}
+	if len(r.Left) > 0 {
+		cmds = append(cmds, s.c.B().Zrem().Key(top).Member(r.Left...).Build())
+	}
+	if r.Whole {
+		cmds = append(cmds, s.c.B().Exec().Build())
+	}
+	end := strconv.FormatInt(r.WindowEnd, 10)
+	return append(cmds, s.c.B().Hset().Key(wk.TopMeta(keys.Window1h)).FieldValue().
+		FieldValue("computed_at", end).FieldValue("window_end", end).
+		FieldValue("window_start", strconv.FormatInt(r.WindowStart, 10)).FieldValue("k", strconv.Itoa(k)).
+		FieldValue("counts", "worker").Build())
+}
+
+// firstError is the first error among a pipeline's replies.
+func firstError(rs []rueidis.RedisResult) error {
+	for _, r := range rs {
+		if err := r.Error(); err != nil {
+			return fmt.Errorf("store: hour rankings: %w", err)
+		}
+	}
+	return nil
+}
+
+// Owned returns the workspaces whose hour counts source's workers own.
+func (s *Store) Owned(ctx context.Context, source string) ([]string, error) {
+	ws, err := s.c.Do(ctx, s.c.B().Smembers().Key(s.keys.OwnedBy(source)).Build()).AsStrSlice()
+	if err != nil {
+		return nil, fmt.Errorf("store: workspaces owned by %s: %w", source, err)
+	}
+	return ws, nil
+}
+
+// SetOwned adds workspaces to, and drops gone from, the workspaces whose
+// hour counts source's workers own.
+func (s *Store) SetOwned(ctx context.Context, source string, add, gone []string) error {
+	var cmds rueidis.Commands
+	if len(add) > 0 {
+		cmds = append(cmds, s.c.B().Sadd().Key(s.keys.OwnedBy(source)).Member(add...).Build())
+	}
+	if len(gone) > 0 {
+		cmds = append(cmds, s.c.B().Srem().Key(s.keys.OwnedBy(source)).Member(gone...).Build())
+	}
+	for _, r := range s.c.DoMulti(ctx, cmds...) {
+		if err := r.Error(); err != nil {
+			return fmt.Errorf("store: workspaces owned by %s: %w", source, err)
+		}
+	}
+	return nil
+}
