@@ -260,20 +260,28 @@ func (o *ownedHour) slide(ctx context.Context, now time.Time, held func(ws strin
 	if o.first == 0 || first <= o.first {
 		return nil, nil
 	}
-	for ws, own := range o.ws {
+	// Every leaving minute of every window is read before any is taken
+	// out: a read that fails leaves the windows as they were, for the
+	// retry to slide whole.
+	leaving := make(map[string][]map[string]int64, len(o.ws))
+	for ws := range o.ws {
 		for m := o.first; m < first; m++ {
 			r, err := o.st.RecoverHour(ctx, ws, []int64{m})
 			if err != nil {
 				return nil, err
 			}
-			leaving := r.Counts
 			for ch, n := range held(ws, m) {
-				leaving[ch] += n
+				r.Counts[ch] += n
 			}
-			if err := own.w.Remove(leaving); err != nil {
+			leaving[ws] = append(leaving[ws], r.Counts)
+		}
+	}
+	for ws, own := range o.ws {
+		for i, minute := range leaving[ws] {
+			if err := own.w.Remove(minute); err != nil {
 				// The window and Redis disagree: recover it again with
 				// its next records (logged: this is a defect).
-				o.log.Warn("hour counts disagree with the minute bucket; recovering the workspace again", "workspace", ws, "minute", m, "err", err)
+				o.log.Warn("hour counts disagree with the minute bucket; recovering the workspace again", "workspace", ws, "minute", o.first+int64(i), "err", err)
 				delete(o.ws, ws)
 				break
 			}
@@ -282,7 +290,6 @@ func (o *ownedHour) slide(ctx context.Context, now time.Time, held func(ws strin
 	o.first = first
 	start, end := first*60_000, now.UnixMilli()
 	out := make([]store.HourRanking, 0, len(o.ws))
-	gone := map[string][]string{} // by source: workspaces whose window emptied
 	for ws, own := range o.ws {
 		own.w.Take()
 		r := store.HourRanking{WS: ws, Whole: true, WindowStart: start, WindowEnd: end}
@@ -290,19 +297,30 @@ func (o *ownedHour) slide(ctx context.Context, now time.Time, held func(ws strin
 			r.Set = append(r.Set, store.RankedCount{Member: e.Member, Count: e.Count})
 		}
 		out = append(out, r)
-		if own.w.Len() == 0 {
-			// Its ranking is written empty once more, then it is forgotten.
+	}
+	return out, nil
+}
+
+// forgetEmpty forgets the workspaces whose window emptied, once their
+// empty ranking is written (a failed write leaves them, to be written
+// again at the next slide).
+func (o *ownedHour) forgetEmpty(ctx context.Context) error {
+	gone := map[string][]string{} // by source
+	for ws, own := range o.ws {
+		if own.w.Len() == 0 && !own.whole {
 			gone[own.source] = append(gone[own.source], ws)
-			delete(o.ws, ws)
-			delete(o.sources[own.source], ws)
 		}
 	}
 	for source, wss := range gone {
 		if err := o.st.SetOwned(ctx, source, nil, wss); err != nil {
-			return nil, err
+			return err
+		}
+		for _, ws := range wss {
+			delete(o.ws, ws)
+			delete(o.sources[source], ws)
 		}
 	}
-	return out, nil
+	return nil
 }
 
 func itoa(p int32) string { return fmt.Sprint(p) }
@@ -344,5 +362,8 @@ func (s *channelSink) slideOwned(ctx context.Context) error {
 	}
 	err = s.st.WriteHourRankings(ctx, s.own.k, rs)
 	s.own.written(rs, err)
-	return err
+	if err != nil {
+		return err
+	}
+	return s.own.forgetEmpty(ctx)
 }
