@@ -26,6 +26,10 @@ type ownedHour struct {
 	// first is the window's first minute the windows hold: a minute before
 	// it has left them (the slide).
 	first int64
+	// gone are the partitions given up since the last write (set on
+	// franz-go's goroutine, under goneMu).
+	goneMu sync.Mutex
+	gone   []string
 	// sources are the partitions whose owned workspaces were recovered
 	// (all of them, at their first batch), and for each the workspaces
 	// known to be in its set in Redis (store.Owned).
@@ -328,6 +332,7 @@ func itoa(p int32) string { return fmt.Sprint(p) }
 // writeOwned takes the sealed batch's counts into the owned hour counts
 // (once, whatever the retries) and writes the rankings' changes.
 func (s *channelSink) writeOwned(ctx context.Context, b *sealedBatch) error {
+	s.own.forgetGone()
 	var rs []store.HourRanking
 	if !b.owned {
 		var err error
@@ -366,4 +371,37 @@ func (s *channelSink) slideOwned(ctx context.Context) error {
 		return err
 	}
 	return s.own.forgetEmpty(ctx)
+}
+
+// PartitionsGone records the partitions the worker gave up; the next
+// Write forgets their workspaces (forgetGone).
+func (s *channelSink) PartitionsGone(gone map[string][]int32) {
+	if s.own == nil {
+		return
+	}
+	s.own.goneMu.Lock()
+	defer s.own.goneMu.Unlock()
+	for topic, ps := range gone {
+		for _, p := range ps {
+			s.own.gone = append(s.own.gone, topic+"/"+itoa(p))
+		}
+	}
+}
+
+// forgetGone forgets the workspaces of the partitions given up since the
+// last call: their new owner recovers and writes them now. Should the
+// partition come back, its first batch recovers them again.
+func (o *ownedHour) forgetGone() {
+	o.goneMu.Lock()
+	gone := o.gone
+	o.gone = nil
+	o.goneMu.Unlock()
+	for _, source := range gone {
+		for ws, own := range o.ws {
+			if own.source == source {
+				delete(o.ws, ws)
+			}
+		}
+		delete(o.sources, source)
+	}
 }

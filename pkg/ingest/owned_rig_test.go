@@ -128,3 +128,37 @@ func TestOwnedHourSlideRetriedWhole(t *testing.T) {
 		t.Fatalf("after a slide retried: a = %s, b = %s; want [x:3 w:1] and [x:3]", a, b)
 	}
 }
+
+// A worker that gives a partition up forgets its workspaces: it no longer
+// slides and rewrites their rankings over the new owner's (it did, a
+// minute later, with the counts it had).
+func TestOwnedHourForgetsPartitionsGivenUp(t *testing.T) {
+	raw := testenv.Client(t, testenv.Redis(t).Addr())
+	clock := time.Now().Truncate(time.Minute)
+	r := &rig{t: t, c: raw, ks: keys.New("t"), clock: &clock, off: map[int32]int64{}}
+	r.st = store.New(raw, r.ks, window.Hour, store.Options{})
+	w1 := r.sink()
+	r.add(w1, 0, "a", "x", 5)
+	r.add(w1, 1, "c", "z", 1)
+	if err := r.write(w1); err != nil {
+		t.Fatal(err)
+	}
+	// Partition 0 moves to w2 (w1 released and committed everything).
+	w1.PartitionsGone(map[string][]int32{"events": {0}})
+	w2 := r.sink()
+	r.add(w2, 0, "a", "y", 10)
+	if err := r.write(w2); err != nil {
+		t.Fatal(err)
+	}
+	clock = clock.Add(time.Minute)
+	r.add(w1, 1, "c", "z", 1) // w1 still owns partition 1, and slides
+	if err := r.write(w1); err != nil {
+		t.Fatal(err)
+	}
+	if a := r.top("a"); a != "[y:10 x:5]" {
+		t.Fatalf("a, now w2's, after w1's next write: %s, want [y:10 x:5]", a)
+	}
+	if c := r.top("c"); c != "[z:2]" {
+		t.Fatalf("c, still w1's: %s, want [z:2]", c)
+	}
+}

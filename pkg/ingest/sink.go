@@ -87,3 +87,12 @@ type Sealer interface {
 	Sink
 	Seal()
 }
+
+// PartitionsGoner is a sink that keeps state per partition beyond a batch
+// (the channel sink's owned hour counts): its worker tells it of the
+// partitions it gave up or lost, on franz-go's goroutine, and it forgets
+// what it kept of them before its next write, so that it no longer writes
+// what their new owner writes.
+type PartitionsGoner interface {
+	PartitionsGone(gone map[string][]int32)
+}
