@@ -131,12 +131,12 @@ func (w *Worker) Lag(now time.Time) []PartitionLag { return w.lag.snapshot(now) 
 
 // lagHooks are the client options that drop the lag of partitions the
 // worker loses in a rebalance, and tell a sink that keeps state per
-// partition (PartitionsGoner) to forget it.
+// partition (PartitionKeeper) to forget it.
 func (w *Worker) lagHooks() []kgo.Opt {
 	drop := func(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
 		w.lag.drop(lost)
-		if g, ok := w.cfg.Sink.(PartitionsGoner); ok {
-			g.PartitionsGone(lost)
+		if k, ok := w.cfg.Sink.(PartitionKeeper); ok {
+			k.PartitionsGone(lost)
 		}
 	}
 	return []kgo.Opt{kgo.OnPartitionsRevoked(drop), kgo.OnPartitionsLost(drop)}
