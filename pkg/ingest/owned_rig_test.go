@@ -3,8 +3,8 @@ package ingest
 import (
 	"bytes"
 	"context"
-	"log/slog"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
