@@ -18,6 +18,7 @@ func TestHourCountsFlag(t *testing.T) {
 	}{
 		{[]string{"schedule", "--redis", r.Addr(), "--hour-counts", "bogus"}, `--hour-counts "bogus": want redis or worker`},
 		{[]string{"rebuild", "--redis", r.Addr(), "--brokers", "127.0.0.1:1", "--hour-counts", "worker"}, "restart the workers instead"},
+		{[]string{"ingest", "--redis", r.Addr(), "--brokers", "127.0.0.1:1", "--hour-counts", "worker", "--k", "0"}, "at least 1 entry"},
 	} {
 		_, _, err := runCLI(t, tc.args...)
 		if code := exitCode(t, err); code != cli.ExitUsage || !strings.Contains(err.Error(), tc.want) {

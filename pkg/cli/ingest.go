@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -109,7 +110,9 @@ func channelSink(c *cli.Context, st *store.Store, guard *replica.Guard, log *slo
 		}
 		ownK := 0
 		if owned {
-			ownK = c.Int("k")
+			if ownK = c.Int("k"); ownK < 1 {
+				return nil, cli.Exit(fmt.Sprintf("--k %d: --hour-counts worker keeps a ranking of at least 1 entry", ownK), ExitUsage)
+			}
 		}
 		w := writeStore(st, guard) // once per worker life
 		return ingest.NewChannelSink(w, ingest.ChannelOptions{Lateness: c.Duration("lateness"), MaxSkew: c.Duration("max-skew"),

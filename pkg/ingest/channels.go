@@ -260,12 +260,18 @@ func (s *channelSink) Write(ctx context.Context) (Written, error) {
 	if err := s.st.Apply(ctx, s.prepared); err != nil {
 		return Written{}, err
 	}
+	now := s.now() // the slide's, for the settling and the slide to agree
+	if s.own != nil && s.own.mustSettle(now, &s.buckets, &s.global) {
+		// The slide or redo owed reads the buckets alone, so everything
+		// held lands first (ownedHour.slide).
+		s.release = true
+	}
 	commit, err := s.writeHeld(ctx)
 	if err != nil {
 		return Written{}, err
 	}
 	if s.own != nil && s.writing == nil {
-		if err := s.slideOwned(ctx); err != nil {
+		if err := s.slideOwned(ctx, now); err != nil {
 			return Written{}, err
 		}
 	}

@@ -130,8 +130,14 @@ func (l *lagState) snapshot(now time.Time) []PartitionLag {
 func (w *Worker) Lag(now time.Time) []PartitionLag { return w.lag.snapshot(now) }
 
 // lagHooks are the client options that drop the lag of partitions the
-// worker loses in a rebalance.
+// worker loses in a rebalance, and tell a sink that keeps state per
+// partition (PartitionKeeper) to forget it.
 func (w *Worker) lagHooks() []kgo.Opt {
-	drop := func(_ context.Context, _ *kgo.Client, lost map[string][]int32) { w.lag.drop(lost) }
+	drop := func(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+		w.lag.drop(lost)
+		if k, ok := w.cfg.Sink.(PartitionKeeper); ok {
+			k.PartitionsGone(lost)
+		}
+	}
 	return []kgo.Opt{kgo.OnPartitionsRevoked(drop), kgo.OnPartitionsLost(drop)}
 }

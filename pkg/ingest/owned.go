@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -13,9 +14,12 @@ import (
 )
 
 // ownedHour is a channel sink's hour counts of the workspaces its worker
-// owns (ChannelOptions.OwnHour; docs/owned-hour.md): every workspace whose
+// owns (ChannelOptions.OwnHourK; docs/owned-hour.md): every workspace whose
 // records it reads, since records are keyed by workspace. Redis keeps no
 // running sum for them; the sink writes each ranking's changes.
+//
+// Its state is used by the sink's Write alone, and by WriteIn while no
+// Write is under way; only moved is set on franz-go's goroutine.
 type ownedHour struct {
 	st   *store.Store
 	win  window.Window
@@ -26,10 +30,22 @@ type ownedHour struct {
 	// first is the window's first minute the windows hold: a minute before
 	// it has left them (the slide).
 	first int64
-	// sources are the partitions whose owned workspaces were recovered
-	// (all of them, at their first batch), and for each the workspaces
-	// known to be in its set in Redis (store.Owned).
+	// moved are the partitions assigned (true) or given up (false) since
+	// the last write, the latest of each (set under movedMu).
+	movedMu sync.Mutex
+	moved   map[string]bool
+	// sources are the partitions whose owned workspaces were all
+	// recovered, and for each the workspaces known to be in its set in
+	// Redis (store.Owned). pending are partitions assigned whose
+	// workspaces are still to recover; gone those given up (a batch of
+	// records polled before, written after, is not theirs to rank).
 	sources map[string]map[string]bool
+	pending map[string]bool
+	gone    map[string]bool
+	// redo are workspaces whose windows disagreed with the buckets at a
+	// slide, by source: recovered again once the holds landed (then the
+	// buckets hold every count).
+	redo map[string]string
 }
 
 type ownedWS struct {
@@ -39,6 +55,9 @@ type ownedWS struct {
 	// hold is not added again; through caches rec.Through per source.
 	rec     *store.Recovered
 	through map[string]int64
+	// minutes are the minutes it has counts in: the bucket of one that
+	// leaves must be there to take them out.
+	minutes map[int64]bool
 	// whole: the last write of its changes failed, so the next writes the
 	// whole ranking.
 	whole bool
@@ -55,11 +74,17 @@ func (own *ownedWS) landedThrough(source string) int64 {
 	return t
 }
 
+// slideGrace is how long a due slide waits for the holds' writes in the
+// background to end on their own before the sink waits for them: a minute
+// bucket expires the window's grace (60 s) after its minute left.
+const slideGrace = 10 * time.Second
+
 // recoverParallel bounds the recoveries read at once.
 const recoverParallel = 16
 
 func newOwnedHour(st *store.Store, k int, skew time.Duration, log *slog.Logger) *ownedHour {
-	return &ownedHour{st: st, win: st.Window(), k: k, skew: skew, log: log, ws: map[string]*ownedWS{}, sources: map[string]map[string]bool{}}
+	return &ownedHour{st: st, win: st.Window(), k: k, skew: skew, log: log, ws: map[string]*ownedWS{},
+		moved: map[string]bool{}, sources: map[string]map[string]bool{}, pending: map[string]bool{}, gone: map[string]bool{}, redo: map[string]string{}}
 }
 
 // minutes are the minutes a recovery reads at now: those the windows hold
@@ -68,7 +93,7 @@ func newOwnedHour(st *store.Store, k int, skew time.Duration, log *slog.Logger) 
 // ahead may have counts in.
 func (o *ownedHour) minutes(now time.Time) []int64 {
 	last := window.Minute(now.Add(o.skew)) + 1
-	out := make([]int64, 0, last-o.first+1)
+	out := make([]int64, 0, max(last-o.first+1, 0)) // none when the clock stepped back an hour
 	for m := o.first; m <= last; m++ {
 		out = append(out, m)
 	}
@@ -89,7 +114,10 @@ func (o *ownedHour) add(ctx context.Context, parts map[topicPartition]*part, now
 		source := tp.topic + "/" + itoa(tp.partition)
 		for ws, byMinute := range p.counts {
 			own := o.ws[ws]
-			if p.first <= own.landedThrough(source) {
+			switch {
+			case own == nil:
+				continue // a partition given up, or a workspace to redo: its buckets only
+			case p.first <= own.landedThrough(source):
 				o.addChecked(own, ws, source, p, first)
 				continue
 			}
@@ -97,6 +125,7 @@ func (o *ownedHour) add(ctx context.Context, parts map[topicPartition]*part, now
 				if m < first {
 					continue // out of the window already: its bucket only
 				}
+				own.minutes[m] = true
 				for ch, n := range byCh {
 					own.w.Add(ch, n)
 				}
@@ -117,6 +146,7 @@ func (o *ownedHour) addChecked(own *ownedWS, ws, source string, p *part, first i
 			}
 			ch := string(b.arena[e.at+int64(e.wsLen) : e.at+int64(e.wsLen)+int64(e.chLen)])
 			if !own.rec.Landed(source, e.offset, ch) {
+				own.minutes[int64(e.minute)] = true
 				own.w.Add(ch, 1)
 			}
 		}
@@ -124,56 +154,89 @@ func (o *ownedHour) addChecked(own *ownedWS, ws, source string, p *part, first i
 }
 
 // recoverNew recovers, in parallel, the workspaces of parts not held yet,
-// and at a partition's first batch every workspace its workers owned (the
-// idle ones too, whose rankings must keep sliding); then it records the
-// new workspaces of each partition in Redis.
+// and every workspace its workers owned of a partition just assigned, or
+// met for the first time (the idle ones too, whose rankings must keep
+// sliding); then it records the new workspaces of each partition in
+// Redis. A partition counts as recovered only once all its workspaces
+// are, so that a failed recovery is retried whole.
 func (o *ownedHour) recoverNew(ctx context.Context, parts map[topicPartition]*part, now time.Time) error {
-	var todo []string
-	seen := map[string]bool{}
-	sourceOf := map[string]string{}
-	want := func(ws, source string) {
-		if o.ws[ws] == nil && !seen[ws] {
-			seen[ws] = true
-			todo = append(todo, ws)
-			sourceOf[ws] = source
+	whole := map[string]map[string]bool{} // the sources to recover whole, and their owned workspaces
+	for source := range o.pending {
+		whole[source] = nil
+	}
+	for tp := range parts {
+		if source := tp.topic + "/" + itoa(tp.partition); o.sources[source] == nil && !o.gone[source] {
+			whole[source] = nil
 		}
+	}
+	todo := map[string]string{} // workspace: source
+	want := func(ws, source string) {
+		if o.ws[ws] == nil && o.redo[ws] == "" {
+			todo[ws] = source
+		}
+	}
+	for source := range whole {
+		owned, err := o.st.Owned(ctx, source)
+		if err != nil {
+			return err
+		}
+		known := map[string]bool{}
+		for _, ws := range owned {
+			known[ws] = true
+			want(ws, source)
+		}
+		whole[source] = known
+	}
+	for tp, p := range parts {
+		if source := tp.topic + "/" + itoa(tp.partition); !o.gone[source] {
+			for ws := range p.counts {
+				want(ws, source)
+			}
+		}
+	}
+	if err := o.recover(ctx, todo, now); err != nil {
+		return err
+	}
+	for source, known := range whole {
+		o.sources[source] = known
+		delete(o.pending, source)
 	}
 	for tp, p := range parts {
 		source := tp.topic + "/" + itoa(tp.partition)
-		if o.sources[source] == nil {
-			owned, err := o.st.Owned(ctx, source)
-			if err != nil {
-				return err
-			}
-			known := map[string]bool{}
-			for _, ws := range owned {
-				known[ws] = true
-				want(ws, source)
-			}
-			o.sources[source] = known
+		if o.gone[source] {
+			continue
 		}
+		var add []string
 		for ws := range p.counts {
-			want(ws, source)
+			if !o.sources[source][ws] {
+				add = append(add, ws)
+			}
+		}
+		if len(add) == 0 {
+			continue
+		}
+		// Before the rankings are written: a later owner recovers the
+		// workspaces of this set.
+		if err := o.st.SetOwned(ctx, source, add, nil); err != nil {
+			return err
+		}
+		for _, ws := range add {
+			o.sources[source][ws] = true
 		}
 	}
-	defer func() {
-		for tp, p := range parts {
-			source := tp.topic + "/" + itoa(tp.partition)
-			var add []string
-			for ws := range p.counts {
-				if !o.sources[source][ws] {
-					add = append(add, ws)
-				}
-			}
-			if len(add) > 0 && o.st.SetOwned(ctx, source, add, nil) == nil {
-				for _, ws := range add {
-					o.sources[source][ws] = true
-				}
-			}
-		}
-	}()
-	if len(todo) == 0 {
+	return nil
+}
+
+// recover reads the windows of workspaces (with their sources) from the
+// minute buckets, in parallel, and holds them: their next writes write
+// their whole rankings.
+func (o *ownedHour) recover(ctx context.Context, workspaces map[string]string, now time.Time) error {
+	if len(workspaces) == 0 {
 		return nil
+	}
+	todo := make([]string, 0, len(workspaces))
+	for ws := range workspaces {
+		todo = append(todo, ws)
 	}
 	minutes := o.minutes(now)
 	recs := make([]*store.Recovered, len(todo))
@@ -199,7 +262,7 @@ func (o *ownedHour) recoverNew(ctx context.Context, parts map[topicPartition]*pa
 				w.Add(ch, n)
 			}
 		}
-		o.ws[ws] = &ownedWS{w: w, source: sourceOf[ws], rec: recs[i], through: map[string]int64{}, whole: true}
+		o.ws[ws] = &ownedWS{w: w, source: workspaces[ws], rec: recs[i], through: map[string]int64{}, minutes: recs[i].Minutes, whole: true}
 	}
 	return nil
 }
@@ -226,9 +289,9 @@ func (o *ownedHour) changes(parts map[topicPartition]*part, now time.Time) []sto
 	done := map[string]bool{}
 	for _, p := range parts {
 		for ws := range p.counts {
-			if !done[ws] {
+			if own := o.ws[ws]; own != nil && !done[ws] {
 				done[ws] = true
-				add(ws, o.ws[ws])
+				add(ws, own)
 			}
 		}
 	}
@@ -250,39 +313,64 @@ func (o *ownedHour) written(rs []store.HourRanking, err error) {
 	}
 }
 
+// slideDue reports whether a minute has left the window since the last
+// slide, and whether the slide is more than slideGrace late.
+func (o *ownedHour) slideDue(now time.Time) (due, late bool) {
+	if o.first == 0 || o.win.First(now) <= o.first {
+		return false, false
+	}
+	return true, now.Sub(o.slideAt()) > slideGrace
+}
+
+// slideAt is when the window's first minute leaves it.
+func (o *ownedHour) slideAt() time.Time {
+	return time.Unix((o.first+int64(o.win.Minutes))*60, 0)
+}
+
 // slide takes the minutes that left the window since the last slide out
-// of every window: each minute's bucket (what landed) and held, the
-// counts of that minute the sink still holds. The caller slides only
-// while no held write is in flight, so the two together are the minute's
-// every count. It returns the rankings to write (whole).
-func (o *ownedHour) slide(ctx context.Context, now time.Time, held func(ws string, m int64) map[string]int64) ([]store.HourRanking, error) {
-	first := o.win.First(now)
-	if o.first == 0 || first <= o.first {
+// of every window: each minute's bucket. The caller slides only once the
+// holds have no counts of those minutes, and no held write is in flight:
+// the buckets are then the minutes' every count. A window that disagrees
+// with them (a bucket gone though its minute has counts: it expired
+// before the slide read it) is forgotten, to redo. It returns the
+// rankings to write (whole).
+func (o *ownedHour) slide(ctx context.Context, now time.Time) ([]store.HourRanking, error) {
+	if due, _ := o.slideDue(now); !due {
 		return nil, nil
 	}
-	for ws, own := range o.ws {
+	first := o.win.First(now)
+	// Every leaving minute of every window is read before any is taken
+	// out: a read that fails leaves the windows as they were, for the
+	// retry to slide whole.
+	leaving := make(map[string][]map[string]int64, len(o.ws))
+	for ws := range o.ws {
 		for m := o.first; m < first; m++ {
-			r, err := o.st.RecoverHour(ctx, ws, []int64{m})
+			counts, err := o.st.BucketCounts(ctx, ws, m)
 			if err != nil {
 				return nil, err
 			}
-			leaving := r.Counts
-			for ch, n := range held(ws, m) {
-				leaving[ch] += n
+			leaving[ws] = append(leaving[ws], counts)
+		}
+	}
+	for ws, own := range o.ws {
+		for i, counts := range leaving[ws] {
+			m := o.first + int64(i)
+			err := own.w.Remove(counts)
+			if err == nil && len(counts) == 0 && own.minutes[m] {
+				err = errors.New("the bucket is gone (expired before the slide)")
 			}
-			if err := own.w.Remove(leaving); err != nil {
-				// The window and Redis disagree: recover it again with
-				// its next records (logged: this is a defect).
+			if err != nil {
 				o.log.Warn("hour counts disagree with the minute bucket; recovering the workspace again", "workspace", ws, "minute", m, "err", err)
 				delete(o.ws, ws)
+				o.redo[ws] = own.source
 				break
 			}
+			delete(own.minutes, m)
 		}
 	}
 	o.first = first
 	start, end := first*60_000, now.UnixMilli()
 	out := make([]store.HourRanking, 0, len(o.ws))
-	gone := map[string][]string{} // by source: workspaces whose window emptied
 	for ws, own := range o.ws {
 		own.w.Take()
 		r := store.HourRanking{WS: ws, Whole: true, WindowStart: start, WindowEnd: end}
@@ -290,19 +378,84 @@ func (o *ownedHour) slide(ctx context.Context, now time.Time, held func(ws strin
 			r.Set = append(r.Set, store.RankedCount{Member: e.Member, Count: e.Count})
 		}
 		out = append(out, r)
-		if own.w.Len() == 0 {
-			// Its ranking is written empty once more, then it is forgotten.
+	}
+	return out, nil
+}
+
+// holdsLeaving reports whether holds hold counts of minutes that left the
+// window at now (late records, or a replay's): the slide must wait until
+// they are in the buckets.
+func (o *ownedHour) holdsLeaving(now time.Time, holds ...*hold) bool {
+	first := o.win.First(now)
+	for _, h := range holds {
+		for _, p := range h.parts {
+			for _, byMinute := range p.counts {
+				for m := range byMinute {
+					if m < first {
+						return true
+					}
+				}
+			}
+		}
+	}
+	return false
+}
+
+// mustSettle reports whether the holds must land before the slide (see
+// slide) or the redo (see recoverRedo) that this Write owes.
+func (o *ownedHour) mustSettle(now time.Time, holds ...*hold) bool {
+	if len(o.redo) > 0 {
+		return true
+	}
+	due, late := o.slideDue(now)
+	return due && (late || o.holdsLeaving(now, holds...))
+}
+
+// recoverRedo recovers the workspaces to redo; the caller makes sure the
+// holds are in the buckets.
+func (o *ownedHour) recoverRedo(ctx context.Context, now time.Time) error {
+	if err := o.recover(ctx, o.redo, now); err != nil {
+		return err
+	}
+	clear(o.redo)
+	return nil
+}
+
+// writeIn is how long until the windows need a write with no records (a
+// slide; a recovery of partitions assigned or of workspaces to redo).
+func (o *ownedHour) writeIn(now time.Time) (time.Duration, bool) {
+	o.movedMu.Lock()
+	moved := len(o.moved) > 0
+	o.movedMu.Unlock()
+	if moved || len(o.pending) > 0 || len(o.redo) > 0 {
+		return 0, true
+	}
+	if len(o.ws) == 0 || o.first == 0 {
+		return 0, false
+	}
+	return o.slideAt().Sub(now), true
+}
+
+// forgetEmpty forgets the workspaces whose window emptied, once their
+// empty ranking is written (a failed write leaves them, to be written
+// again at the next slide).
+func (o *ownedHour) forgetEmpty(ctx context.Context) error {
+	gone := map[string][]string{} // by source
+	for ws, own := range o.ws {
+		if own.w.Len() == 0 && !own.whole {
 			gone[own.source] = append(gone[own.source], ws)
-			delete(o.ws, ws)
-			delete(o.sources[own.source], ws)
 		}
 	}
 	for source, wss := range gone {
 		if err := o.st.SetOwned(ctx, source, nil, wss); err != nil {
-			return nil, err
+			return err
+		}
+		for _, ws := range wss {
+			delete(o.ws, ws)
+			delete(o.sources[source], ws)
 		}
 	}
-	return out, nil
+	return nil
 }
 
 func itoa(p int32) string { return fmt.Sprint(p) }
@@ -310,6 +463,7 @@ func itoa(p int32) string { return fmt.Sprint(p) }
 // writeOwned takes the sealed batch's counts into the owned hour counts
 // (once, whatever the retries) and writes the rankings' changes.
 func (s *channelSink) writeOwned(ctx context.Context, b *sealedBatch) error {
+	s.own.applyMoves()
 	var rs []store.HourRanking
 	if !b.owned {
 		var err error
@@ -326,23 +480,91 @@ func (s *channelSink) writeOwned(ctx context.Context, b *sealedBatch) error {
 }
 
 // slideOwned takes the minutes that left the window out of the owned hour
-// counts; the caller makes sure no held write is in flight.
-func (s *channelSink) slideOwned(ctx context.Context) error {
-	rs, err := s.own.slide(ctx, s.now(), func(ws string, m int64) map[string]int64 {
-		out := map[string]int64{}
-		for _, h := range []*hold{&s.global, &s.buckets} {
-			for _, p := range h.parts {
-				for ch, n := range p.counts[ws][m] {
-					out[ch] += n
-				}
-			}
-		}
-		return out
-	})
+// counts, and recovers the workspaces to redo, writing the holds first
+// when that is needed; the caller makes sure no held write is in flight
+// and that the holds hold no leaving minute (ownedHour.mustSettle).
+func (s *channelSink) slideOwned(ctx context.Context, now time.Time) error {
+	rs, err := s.own.slide(ctx, now)
 	if err != nil {
 		return err
 	}
+	if len(s.own.redo) > 0 {
+		if !s.buckets.empty() || !s.global.empty() {
+			s.release = true
+			if _, err := s.writeHeld(ctx); err != nil {
+				return err
+			}
+		}
+		if err := s.own.recoverRedo(ctx, now); err != nil {
+			return err
+		}
+		rs = append(rs, s.own.changes(nil, now)...)
+	}
 	err = s.st.WriteHourRankings(ctx, s.own.k, rs)
 	s.own.written(rs, err)
-	return err
+	if err != nil {
+		return err
+	}
+	return s.own.forgetEmpty(ctx)
+}
+
+// WriteIn is how long until the owned hour counts need a Write, records
+// or not (see Timed).
+func (s *channelSink) WriteIn() (time.Duration, bool) {
+	if s.own == nil {
+		return 0, false
+	}
+	return s.own.writeIn(s.now())
+}
+
+// PartitionsAssigned records the partitions the worker was assigned; the
+// next Write recovers their workspaces.
+func (s *channelSink) PartitionsAssigned(got map[string][]int32) { s.moved(got, true) }
+
+// PartitionsGone records the partitions the worker gave up; the next
+// Write forgets their workspaces.
+func (s *channelSink) PartitionsGone(gone map[string][]int32) { s.moved(gone, false) }
+
+func (s *channelSink) moved(parts map[string][]int32, ours bool) {
+	if s.own == nil {
+		return
+	}
+	s.own.movedMu.Lock()
+	defer s.own.movedMu.Unlock()
+	for topic, ps := range parts {
+		for _, p := range ps {
+			s.own.moved[topic+"/"+itoa(p)] = ours
+		}
+	}
+}
+
+// applyMoves takes in the partitions moved since the last call. What was
+// kept of each is forgotten: a partition given up is its new owner's to
+// write now, and one assigned is recovered whole from Redis, where its
+// last owner left it.
+func (o *ownedHour) applyMoves() {
+	o.movedMu.Lock()
+	moved := o.moved
+	o.moved = map[string]bool{}
+	o.movedMu.Unlock()
+	for source, ours := range moved {
+		for ws, own := range o.ws {
+			if own.source == source {
+				delete(o.ws, ws)
+			}
+		}
+		for ws, src := range o.redo {
+			if src == source {
+				delete(o.redo, ws)
+			}
+		}
+		delete(o.sources, source)
+		if ours {
+			o.pending[source] = true
+			delete(o.gone, source)
+		} else {
+			o.gone[source] = true
+			delete(o.pending, source)
+		}
+	}
 }

@@ -87,3 +87,23 @@ type Sealer interface {
 	Sink
 	Seal()
 }
+
+// PartitionKeeper is a sink that keeps state per partition beyond a batch
+// (the channel sink's owned hour counts). Its worker tells it, on
+// franz-go's goroutine, of the partitions it was assigned, and of those it
+// gave up or lost: before its next write it recovers what the first's
+// last owner left, and forgets what it kept of the others, whose new
+// owner writes it now.
+type PartitionKeeper interface {
+	PartitionsAssigned(got map[string][]int32)
+	PartitionsGone(gone map[string][]int32)
+}
+
+// Timed is a sink with writes of its own to make at times, records or not
+// (the owned hour counts' slide each minute, the recovery of a partition
+// just assigned). While it has nothing pending, the worker calls Write
+// once WriteIn's time has passed (ok false: no such write waits). The
+// worker calls WriteIn only while no Write is under way.
+type Timed interface {
+	WriteIn() (d time.Duration, ok bool)
+}

@@ -370,7 +370,12 @@ func (w *Worker) newClient(hurry *atomic.Bool, assigned *assignedAt) (*kgo.Clien
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { hurry.Store(true) }),
-		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, got map[string][]int32) { assigned.set(got, time.Now()) }),
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, got map[string][]int32) {
+			assigned.set(got, time.Now())
+			if k, ok := w.cfg.Sink.(PartitionKeeper); ok {
+				k.PartitionsAssigned(got)
+			}
+		}),
 	}, w.lagHooks()...)
 	// Heartbeats must come well within the session timeout, and they are
 	// how the other members learn that a rebalance (a dead member's
@@ -450,9 +455,11 @@ func (c *consumer) wait() {
 // polling (see below), or closed when the client is closed.
 func (c *consumer) poll(ctx context.Context) (caughtUp, closed bool) {
 	w, b := c.w, c.b
-	deadline, ok := c.dueAt()
-	if !ok {
-		deadline = time.Now().Add(w.cfg.BatchAge)
+	// At most a batch's age, so that the loop looks again at what is due
+	// (a Timed sink's time comes from its own clock).
+	deadline := time.Now().Add(w.cfg.BatchAge)
+	if at, ok := c.dueAt(); ok && at.Before(deadline) {
+		deadline = at
 	}
 	pollCtx, cancel := context.WithDeadline(ctx, deadline)
 	if f := c.flushing; f != nil {
@@ -505,16 +512,24 @@ func (c *consumer) poll(ctx context.Context) (caughtUp, closed bool) {
 }
 
 // dueAt is when the batch falls due by its age, or, when it is empty, the
-// hold (c.held) by the age of the last flush; ok is false when neither
-// waits. While a flush is under way the hold is that flush's business:
-// its end cuts the poll short, and a deadline passed during the write
-// would have each poll return at once, in a loop until the write ends.
+// hold (c.held) by the age of the last flush, or else the sink's own
+// write (Timed); ok is false when none waits. While a flush is under way
+// the hold is that flush's business: its end cuts the poll short, and a
+// deadline passed during the write would have each poll return at once,
+// in a loop until the write ends.
 func (c *consumer) dueAt() (at time.Time, ok bool) {
-	if !c.b.empty() {
+	switch {
+	case !c.b.empty():
 		return c.b.started.Add(c.w.cfg.BatchAge), true
-	}
-	if c.held && c.flushing == nil {
+	case c.flushing != nil:
+		return time.Time{}, false
+	case c.held:
 		return c.lastFlush.Add(c.w.cfg.BatchAge), true
+	}
+	if t, ok := c.w.cfg.Sink.(Timed); ok {
+		if d, ok := t.WriteIn(); ok {
+			return time.Now().Add(d), true
+		}
 	}
 	return time.Time{}, false
 }
@@ -544,7 +559,7 @@ func (c *consumer) maybeFlush(ctx context.Context, caughtUp, stopping bool) erro
 			return err
 		}
 	}
-	pending := !b.empty() || c.held
+	_, pending := c.dueAt() // a batch, a hold, or a Timed sink's own write
 	due := c.due()
 	// A poll that found nothing new means the worker has caught up: the
 	// hold's larger merges gain nothing then, so it ends at once (a

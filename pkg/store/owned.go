@@ -27,35 +27,59 @@ const recoverPage = 5000
 type Recovered struct {
 	// Counts is each channel's count over the minutes read.
 	Counts map[string]int64
-	fence  map[string]string
+	// Minutes are the minutes read whose bucket had counts.
+	Minutes map[int64]bool
+	fence   map[string]string
 }
 
-// RecoverHour reads workspace ws's minute buckets for minutes, in pages,
-// and its fence.
+// RecoverHour reads workspace ws's fence, then its minute buckets for
+// minutes.
 func (s *Store) RecoverHour(ctx context.Context, ws string, minutes []int64) (*Recovered, error) {
-	wk := s.keys.Workspace(ws)
-	fence, err := s.c.Do(ctx, s.c.B().Hgetall().Key(wk.Fence()).Build()).AsStrMap()
+	fence, err := s.c.Do(ctx, s.c.B().Hgetall().Key(s.keys.Workspace(ws).Fence()).Build()).AsStrMap()
 	if err != nil {
 		return nil, fmt.Errorf("store: recover %s: fence: %w", ws, err)
 	}
-	r := &Recovered{Counts: map[string]int64{}, fence: fence}
+	r := &Recovered{Counts: map[string]int64{}, Minutes: map[int64]bool{}, fence: fence}
 	for _, m := range minutes {
-		key := wk.Bucket(m)
-		for from := int64(0); ; from += recoverPage {
-			zs, err := s.c.Do(ctx, s.c.B().Zrange().Key(key).Min(strconv.FormatInt(from, 10)).
-				Max(strconv.FormatInt(from+recoverPage-1, 10)).Withscores().Build()).AsZScores()
-			if err != nil {
-				return nil, fmt.Errorf("store: recover %s: minute %d: %w", ws, m, err)
-			}
-			for _, z := range zs {
-				r.Counts[z.Member] += int64(z.Score)
-			}
-			if len(zs) < recoverPage {
-				break
-			}
+		had, err := s.readBucket(ctx, ws, m, r.Counts)
+		if err != nil {
+			return nil, fmt.Errorf("store: recover %s: %w", ws, err)
+		}
+		if had {
+			r.Minutes[m] = true
 		}
 	}
 	return r, nil
+}
+
+// BucketCounts reads workspace ws's bucket of minute m, in pages: nothing
+// when it is gone (empty, or expired).
+func (s *Store) BucketCounts(ctx context.Context, ws string, m int64) (map[string]int64, error) {
+	counts := map[string]int64{}
+	if _, err := s.readBucket(ctx, ws, m, counts); err != nil {
+		return nil, fmt.Errorf("store: minute bucket of %s: %w", ws, err)
+	}
+	return counts, nil
+}
+
+// readBucket adds workspace ws's bucket of minute m to counts, in pages
+// of recoverPage members, and reports whether it had any.
+func (s *Store) readBucket(ctx context.Context, ws string, m int64, counts map[string]int64) (had bool, err error) {
+	key := s.keys.Workspace(ws).Bucket(m)
+	for from := int64(0); ; from += recoverPage {
+		zs, err := s.c.Do(ctx, s.c.B().Zrange().Key(key).Min(strconv.FormatInt(from, 10)).
+			Max(strconv.FormatInt(from+recoverPage-1, 10)).Withscores().Build()).AsZScores()
+		if err != nil {
+			return false, fmt.Errorf("minute %d: %w", m, err)
+		}
+		for _, z := range zs {
+			counts[z.Member] += int64(z.Score)
+		}
+		if len(zs) < recoverPage {
+			return had || len(zs) > 0, nil
+		}
+		had = true
+	}
 }
 
 // Landed reports whether the record of source at offset, for channel ch,
