@@ -17,7 +17,6 @@ func TestHourCountsFlag(t *testing.T) {
 		want string
 	}{
 		{[]string{"schedule", "--redis", r.Addr(), "--hour-counts", "bogus"}, `--hour-counts "bogus": want redis or worker`},
-		{[]string{"rebuild", "--redis", r.Addr(), "--brokers", "127.0.0.1:1", "--hour-counts", "worker"}, "restart the workers instead"},
 		{[]string{"ingest", "--redis", r.Addr(), "--brokers", "127.0.0.1:1", "--hour-counts", "worker", "--k", "0"}, "at least 1 entry"},
 	} {
 		_, _, err := runCLI(t, tc.args...)

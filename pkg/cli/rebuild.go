@@ -36,7 +36,10 @@ func rebuildCommand(env *Env) *cli.Command {
 			"finds at start, with no consumer group and no commits, through the same counting as\n" +
 			"`topk ingest`, then runs one scheduler pass over every workspace. Counts are fenced per\n" +
 			"workspace and partition, so it is safe while workers and schedulers run, and on a Redis\n" +
-			"that still has part of the data: nothing is counted twice.",
+			"that still has part of the data: nothing is counted twice. With --hour-counts worker it\n" +
+			"restores what the workers recover from (the minute buckets, the global view, the rollups,\n" +
+			"and which workspaces each partition's worker owns) and no running sum: restart the\n" +
+			"ingest workers afterwards, and they write the hour rankings again.",
 		Flags: flags,
 		Action: func(c *cli.Context) error {
 			bar, penv := ProgressBar(env)
@@ -51,17 +54,16 @@ func rebuild(c *cli.Context, env *Env, bar *progress.Bar, st *store.Store, log *
 	if c.Duration("since") <= 0 {
 		return cli.Exit("--since must be positive", ExitUsage)
 	}
-	if owned, err := workerHourCounts(c); err != nil {
+	owned, err := workerHourCounts(c)
+	if err != nil {
 		return err
-	} else if owned {
-		return cli.Exit("rebuild recounts the running sums, which --hour-counts worker does not keep: restart the workers instead (they recover the hour from the minute buckets)", ExitUsage)
 	}
 	began := time.Now()
 	meter := progress.NewMeter(bar, progress.Options{Label: "rebuild", Unit: "records"})
 	stats, err := ingest.Replay(c.Context, ingest.ReplayConfig{
 		Kafka: kafkaConfig(c), Topic: c.String("topic"), Store: st,
 		Since: began.Add(-c.Duration("since")), UserMinuteCap: c.Int("user-minute-cap"), Users: uniqueUsers(c, st),
-		Lateness: c.Duration("lateness"), Logger: log,
+		Lateness: c.Duration("lateness"), WorkerHourCounts: owned, Logger: log,
 		Progress: func(read, total int64) {
 			meter.SetTotal(total)
 			meter.Update(read)
@@ -71,7 +73,7 @@ func rebuild(c *cli.Context, env *Env, bar *progress.Bar, st *store.Store, log *
 	if err != nil {
 		return cli.Exit(fmt.Sprintf("cannot replay topic %s from Kafka at %s: %v", c.String("topic"), c.String("brokers"), err), ExitFailure)
 	}
-	s, err := scheduler.New(scheduler.Params{Store: st, K: c.Int("k"), Logger: log})
+	s, err := scheduler.New(scheduler.Params{Store: st, K: c.Int("k"), WorkersOwnHour: owned, Logger: log})
 	if err != nil {
 		return cli.Exit(err.Error(), ExitUsage)
 	}
@@ -82,6 +84,12 @@ func rebuild(c *cli.Context, env *Env, bar *progress.Bar, st *store.Store, log *
 	fmt.Fprintf(env.Out, "rebuilt in %s: %d records read, %d events counted, %d already counted, %d rejected%s; %d cached rankings refreshed\n",
 		time.Since(began).Round(100*time.Millisecond), stats.Consumed.Load(), stats.Counted.Load(),
 		stats.Replayed.Load(), stats.Rejected.Load(), reasonsText(stats.RejectedBy()), tick.Refreshed)
+	if owned {
+		// Their windows are in their memory, and Redis lost the rankings
+		// they wrote: a worker recovers its partitions' workspaces from the
+		// minute buckets when it is assigned them.
+		fmt.Fprintln(env.Out, "the hour rankings are the ingest workers' (--hour-counts worker): restart them, and they recover the hour from the rebuilt minute buckets")
+	}
 	return nil
 }
 

@@ -213,20 +213,7 @@ func TestRebuildRestoresEverything(t *testing.T) {
 	sched := startCLI(t, "schedule", "--redis", redis, "--interval", "100ms", "--cadence", "24h=1ms,7d=1ms,30d=1ms,all=1ms")
 	waitStarted(t, sched, "scheduler started")
 	waitFor(t, "every event counted and ranked", counted, ingest, sched)
-	// The long windows run in a loop of their own, next to the hour's,
-	// whose ticks roll the global hour summaries up: a pass that was under
-	// way meanwhile may have read an hour summary the next tick completed.
-	// Wait for a whole pass over every long window begun after that tick.
-	settled := time.Now().Add(250 * time.Millisecond).UnixMilli()
-	waitFor(t, "a complete long-window pass after the last count", func() (bool, string) {
-		for _, win := range []string{"24h", "7d", "30d", "all"} {
-			beat, err := rc.Do(context.Background(), rc.B().Get().Key("topk:beat:"+win).Build()).AsInt64()
-			if err != nil || beat < settled {
-				return false, fmt.Sprintf("window %s: last pass at %d, want one from %d on (%v)", win, beat, settled, err)
-			}
-		}
-		return true, ""
-	}, ingest, sched)
+	waitLongWindowsSettled(t, rc, ingest, sched)
 	ingest.stop(t)
 	sched.stop(t)
 	before := redisSnapshot(t, rc)
@@ -278,6 +265,26 @@ func TestRebuildRestoresEverything(t *testing.T) {
 	compareSnapshots(t, "after a second rebuild", before, redisSnapshot(t, rc))
 	checkGlobalExact(t, redis, truth)
 	t.Logf("%d keys restored exactly", len(before))
+}
+
+// waitLongWindowsSettled waits, once everything is counted, for the long
+// windows to be too. They run in a loop of their own, next to the hour's,
+// whose ticks roll the global hour summaries up: a pass that was under
+// way meanwhile may have read an hour summary the next tick completed.
+// So it waits for a whole pass over every long window begun after that
+// tick.
+func waitLongWindowsSettled(t *testing.T, rc rueidis.Client, bg ...*bgCmd) {
+	t.Helper()
+	settled := time.Now().Add(250 * time.Millisecond).UnixMilli()
+	waitFor(t, "a complete long-window pass after the last count", func() (bool, string) {
+		for _, win := range []string{"24h", "7d", "30d", "all"} {
+			beat, err := rc.Do(context.Background(), rc.B().Get().Key("topk:beat:"+win).Build()).AsInt64()
+			if err != nil || beat < settled {
+				return false, fmt.Sprintf("window %s: last pass at %d, want one from %d on (%v)", win, beat, settled, err)
+			}
+		}
+		return true, ""
+	}, bg...)
 }
 
 // checkAcmeUsers requires `topk get --by users` to give each of acme's

@@ -72,6 +72,12 @@ type ChannelOptions struct {
 	// running sum. Records must be keyed by workspace id; one that is not
 	// goes to the dead letters (events.ReasonMisrouted).
 	OwnHourK int
+	// BucketsOnly counts as the workers of OwnHourK do, without keeping
+	// their hour counts: no running sum, misrouted records refused, and
+	// each partition's workspaces recorded as the ones its worker owns
+	// (store.SetOwned). A rebuild with --hour-counts worker uses it to
+	// restore what the workers recover from.
+	BucketsOnly bool
 	// Logger reports the held counts' failed writes, which are retried in
 	// the background (nil: slog.Default()).
 	Logger *slog.Logger
@@ -129,6 +135,7 @@ type channelSink struct {
 	sizes       map[topicPartition]batchSize // the last batch's, to size the next one's
 	writing     *heldWrite
 	own         *ownedHour // the hour counts it owns (OwnHourK), nil when off
+	noSums      bool       // OwnHourK or BucketsOnly: the workers own the hour counts
 	log         *slog.Logger
 	now         func() time.Time // the holds' clock: time.Now
 }
@@ -137,8 +144,8 @@ type channelSink struct {
 // if they arrive within the lateness of their minute's end and at most the
 // skew ahead of it, and at most the user cap per workspace, user and minute.
 func NewChannelSink(st *store.Store, o ChannelOptions) (Sink, error) {
-	if o.OwnHourK < 0 || (o.OwnHourK > 0 && o.BucketAge < 0) {
-		return nil, errors.New("ingest: owned hour counts need k > 0 and held buckets")
+	if o.OwnHourK < 0 || (o.OwnHourK > 0 && (o.BucketAge < 0 || o.BucketsOnly)) {
+		return nil, errors.New("ingest: owned hour counts need k > 0 and held buckets, and not BucketsOnly")
 	}
 	if o.UserMinuteCap < 0 {
 		return nil, errors.New("ingest: --user-minute-cap must not be negative (0 turns it off)")
@@ -165,6 +172,7 @@ func NewChannelSink(st *store.Store, o ChannelOptions) (Sink, error) {
 	if o.OwnHourK > 0 {
 		s.own = newOwnedHour(st, o.OwnHourK, rule.MaxSkew(), o.Logger)
 	}
+	s.noSums = o.OwnHourK > 0 || o.BucketsOnly
 	return s, nil
 }
 
@@ -181,7 +189,7 @@ func (s *channelSink) Add(r *kgo.Record, arrived, now time.Time) error {
 	}
 	s.last[tp] = r
 	ev, err := events.Decode(r.Value)
-	if err == nil && s.own != nil && string(r.Key) != ev.WorkspaceID {
+	if err == nil && s.noSums && string(r.Key) != ev.WorkspaceID {
 		err = events.Reject(events.ReasonMisrouted, "keyed %q, not by its workspace %q: its workspace's hour counts are owned by one partition's worker", r.Key, ev.WorkspaceID)
 	}
 	if err == nil {
@@ -250,8 +258,13 @@ func (s *channelSink) Write(ctx context.Context) (Written, error) {
 			return Written{}, err
 		}
 	}
-	if s.own != nil {
+	switch {
+	case s.own != nil:
 		if err := s.writeOwned(ctx, b); err != nil {
+			return Written{}, err
+		}
+	case s.noSums:
+		if err := setOwned(ctx, s.st, b.parts); err != nil {
 			return Written{}, err
 		}
 	}
@@ -287,8 +300,8 @@ func (s *channelSink) prepare() {
 	b := s.sealed
 	parts := storeParts(b.parts)
 	switch {
-	case s.own != nil:
-		s.prepared = s.st.PrepareSumParts(nil) // the worker owns the sums
+	case s.noSums:
+		s.prepared = s.st.PrepareSumParts(nil) // the workers own the hour counts
 	case s.bucketAge < 0:
 		s.prepared = s.st.PrepareWorkspaceParts(parts)
 	default:

@@ -508,6 +508,23 @@ func (s *channelSink) slideOwned(ctx context.Context, now time.Time) error {
 	return s.own.forgetEmpty(ctx)
 }
 
+// setOwned records the workspaces of each partition of parts as the ones
+// its worker owns (ChannelOptions.BucketsOnly).
+func setOwned(ctx context.Context, st *store.Store, parts map[topicPartition]*part) error {
+	for tp, p := range parts {
+		wss := make([]string, 0, len(p.counts))
+		for ws := range p.counts {
+			wss = append(wss, ws)
+		}
+		if len(wss) > 0 {
+			if err := st.SetOwned(ctx, tp.topic+"/"+itoa(tp.partition), wss, nil); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // WriteIn is how long until the owned hour counts need a Write, records
 // or not (see Timed).
 func (s *channelSink) WriteIn() (time.Duration, bool) {

@@ -32,6 +32,9 @@ type ReplayConfig struct {
 	// Users counts unique users as the workers do (ChannelOptions.Users);
 	// nil: off.
 	Users *uniq.Store
+	// WorkerHourCounts counts as workers that own the hour counts do
+	// (ChannelOptions.BucketsOnly): no running sum.
+	WorkerHourCounts bool
 	// Stall ends the replay when no record arrived for this long although
 	// some partitions are short of their end offsets (default 10 s).
 	Stall  time.Duration
@@ -58,7 +61,8 @@ func Replay(ctx context.Context, cfg ReplayConfig) (*Stats, error) {
 		return nil, errors.New("ingest.replay: store and topic are required")
 	}
 	cfg = cfg.withDefaults()
-	sink, err := NewChannelSink(cfg.Store, ChannelOptions{Lateness: cfg.Lateness, MaxSkew: cfg.MaxSkew, UserMinuteCap: cfg.UserMinuteCap, Users: cfg.Users})
+	sink, err := NewChannelSink(cfg.Store, ChannelOptions{Lateness: cfg.Lateness, MaxSkew: cfg.MaxSkew, UserMinuteCap: cfg.UserMinuteCap, Users: cfg.Users,
+		BucketsOnly: cfg.WorkerHourCounts})
 	if err != nil {
 		return nil, fmt.Errorf("ingest.replay: %w", err)
 	}
