@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/topk-dev/topk/pkg/internal/testenv"
 	"github.com/topk-dev/topk/pkg/keys"
 	"github.com/topk-dev/topk/pkg/store"
 	"github.com/topk-dev/topk/pkg/window"
@@ -95,5 +96,36 @@ func TestRecoverHourThenReplayCountsOnce(t *testing.T) {
 	}
 	if !r.Landed("t/1", 50, "c00") || r.Landed("t/1", 51, "c00") || r.Landed("t/2", 0, "c00") {
 		t.Error("an old sum field is not read as the bucket fence it stands for")
+	}
+}
+
+// What a worker that owns its workspaces' hour counts does in Redis (its
+// ownership sets, both ways, its recovery, a whole ranking in a MULTI)
+// needs nothing the shipped ACL's topk-worker lacks. (TestACLRunsWorkerHourCounts
+// runs the worker itself, but not for the hour it takes a workspace's
+// window to empty and leave its set.)
+func TestOwnedHourUnderTheWorkerACL(t *testing.T) {
+	ctx := context.Background()
+	r, _ := testenv.RedisACL(t)
+	st := store.New(aclClient(t, r.Addr(), "topk-worker"), keys.New(""), window.Hour, store.Options{})
+	if err := st.SetOwned(ctx, "events/0", []string{"a", "b"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SetOwned(ctx, "events/0", nil, []string{"b"}); err != nil {
+		t.Fatal(err)
+	}
+	if owned, err := st.Owned(ctx, "events/0"); err != nil || fmt.Sprint(owned) != "[a]" {
+		t.Fatalf("owned: %v (%v), want [a]", owned, err)
+	}
+	if _, err := st.RecoverHour(ctx, "a", []int64{window.Minute(time.Now())}); err != nil {
+		t.Fatal(err)
+	}
+	r1 := store.HourRanking{WS: "a", Whole: true, Set: []store.RankedCount{{Member: "x", Count: 2}}, WindowEnd: time.Now().UnixMilli()}
+	r2 := store.HourRanking{WS: "a", Set: []store.RankedCount{{Member: "y", Count: 1}}, Left: []string{"x"}, WindowEnd: time.Now().UnixMilli()}
+	if err := st.WriteHourRankings(ctx, 3, []store.HourRanking{r1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.WriteHourRankings(ctx, 3, []store.HourRanking{r2}); err != nil {
+		t.Fatal(err)
 	}
 }
