@@ -67,7 +67,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/topk-dev/topk/pkg/events"
-	"github.com/topk-dev/topk/pkg/hoursum"
 	"github.com/topk-dev/topk/pkg/keys"
 	"github.com/topk-dev/topk/pkg/store"
 	"github.com/topk-dev/topk/pkg/uniq"
@@ -268,11 +267,6 @@ func (h *handler) global(w http.ResponseWriter, req *http.Request) {
 func (h *handler) readError(w http.ResponseWriter, err error, notFound string) {
 	if errors.Is(err, store.ErrNoResult) {
 		writeError(w, http.StatusNotFound, notFound)
-		return
-	}
-	if errors.Is(err, hoursum.ErrWorkerCounts) {
-		// Not an outage: this deployment keeps no running sum to rank from.
-		writeError(w, http.StatusConflict, err.Error())
 		return
 	}
 	h.log.Warn("api: read failed", "err", err)

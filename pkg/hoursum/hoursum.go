@@ -1,9 +1,10 @@
-// Package hoursum reads a workspace's running hour sum as the rankings
-// computed on request read it: the rising channels (pkg/store) and the
-// channels by distinct users (pkg/uniq). Both rank a measure that is at
-// most a channel's hour count (growth, users), so both take the channels
-// in descending order of count and stop early; this is where that order
-// and the choice between the whole sum and its candidates live.
+// Package hoursum reads a workspace's hour counts as the rankings computed
+// on request read them: the rising channels (pkg/store) and the channels
+// by distinct users (pkg/uniq). Both rank a measure that is at most a
+// channel's hour count (growth, users), so both take the channels in
+// descending order of count and stop early; this is where that order
+// lives, and the choice between the running sum whole, its candidates,
+// and, where the ingest workers keep the hour counts, their ranking.
 package hoursum
 
 import (
@@ -22,11 +23,6 @@ import (
 	"github.com/topk-dev/topk/pkg/keys"
 	"github.com/topk-dev/topk/pkg/window"
 )
-
-// ErrWorkerCounts: the workspace's hour counts are kept by its ingest
-// worker (--hour-counts worker), so Redis has no running sum to rank
-// channels by growth or distinct users from.
-var ErrWorkerCounts = errors.New("hoursum: the ingest workers keep this workspace's hour counts (--hour-counts worker): the rising and distinct-user rankings need --hour-counts redis")
 
 // Count is a channel's events in the hour.
 type Count struct {
@@ -86,7 +82,8 @@ func read(ctx context.Context, c rueidis.Client, wk keys.Workspace, now time.Tim
 		// hour counts (their rankings' meta says so), and Redis has none.
 		by, err := c.Do(ctx, c.B().Hget().Key(wk.TopMeta(win)).Field("counts").Build()).ToString()
 		if err == nil && by == "worker" {
-			return Sum{}, "", ErrWorkerCounts
+			s, err := readRanking(ctx, c, wk)
+			return s, "", err
 		} else if err != nil && !rueidis.IsRedisNil(err) {
 			return Sum{}, "", err
 		}
@@ -151,6 +148,46 @@ func read(ctx context.Context, c rueidis.Client, wk keys.Workspace, now time.Tim
 	}
 	sortCounts(s.Counts)
 	return s, sliding, nil
+}
+
+// readRanking reads the hour ranking of a workspace whose ingest worker
+// keeps its hour counts (--hour-counts worker): the exact top k of the
+// window its meta states, from window_start on. So it stands for the
+// sum's candidates, and a channel it leaves out has at most its k-th
+// count; with fewer than k entries it has every channel with events.
+func readRanking(ctx context.Context, c rueidis.Client, wk keys.Workspace) (Sum, error) {
+	win := keys.Window1h
+	replies, err := redisread.Together(ctx, c,
+		c.B().Hmget().Key(wk.TopMeta(win)).Field("window_start", "k").Build(),
+		c.B().Zrange().Key(wk.Top(win)).Min("+inf").Max("-inf").Byscore().Rev().Withscores().Build())
+	if err != nil {
+		return Sum{}, err
+	}
+	meta, err := replies[0].ToArray()
+	if err != nil {
+		return Sum{}, err
+	}
+	if len(meta) != 2 {
+		return Sum{}, fmt.Errorf("hoursum: %w: %d fields of the workers' ranking meta %s", redisread.ErrBadReply, len(meta), wk.TopMeta(win))
+	}
+	start, err1 := meta[0].AsInt64()
+	k, err2 := meta[1].AsInt64()
+	if err := errors.Join(err1, err2); err != nil {
+		return Sum{}, fmt.Errorf("hoursum: %w: the workers' ranking meta %s: %v", redisread.ErrBadReply, wk.TopMeta(win), err)
+	}
+	zs, err := replies[1].AsZScores()
+	if err != nil {
+		return Sum{}, err
+	}
+	s := Sum{Start: window.MinuteOfMillis(start), Complete: int64(len(zs)) < k}
+	for _, z := range zs {
+		s.Counts = append(s.Counts, Count{ID: z.Member, Count: int64(z.Score)})
+	}
+	sortCounts(s.Counts)
+	if !s.Complete && len(s.Counts) > 0 {
+		s.Floor = s.Counts[len(s.Counts)-1].Count
+	}
+	return s, nil
 }
 
 // lessSliding takes out of s's counts what the sum still holds of minute

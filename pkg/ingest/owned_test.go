@@ -2,7 +2,6 @@ package ingest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -189,8 +188,7 @@ func ownedHourRankingsExact(t *testing.T, c rueidis.Client) {
 		t.Fatalf("partition 0 owns %v (%v): want a and b, not d, whose window emptied", owned, err)
 	}
 	// A scheduler run with --hour-counts redis beside these workers leaves
-	// their rankings alone, and the rankings computed on request from the
-	// running sum say why they cannot be.
+	// their rankings alone.
 	before, err := c.Do(ctx, c.B().Zrange().Key(ks.Workspace("a").Top(keys.Window1h)).Min("0").Max("-1").Withscores().Build()).AsZScores()
 	if err != nil || len(before) != k {
 		t.Fatalf("a's ranking: %v (%v)", before, err)
@@ -202,8 +200,24 @@ func ownedHourRankingsExact(t *testing.T, c rueidis.Client) {
 	if err != nil || fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Fatalf("a refresh over the workers' ranking changed it:\n%v\n%v (%v)", before, after, err)
 	}
-	if _, err := hoursum.Read(ctx, c, ks.Workspace("a"), clock, 1000); !errors.Is(err, hoursum.ErrWorkerCounts) {
-		t.Fatalf("hoursum.Read of a worker-owned workspace: %v, want ErrWorkerCounts", err)
+	// The rankings computed on request (rising, distinct users) read the
+	// workers' ranking as the hour's counts: its entries, every channel
+	// left out at most its k-th count, from its window's start.
+	sum, err := hoursum.Read(ctx, c, ks.Workspace("a"), clock, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got, want []string
+	for _, ct := range sum.Counts {
+		got = append(got, fmt.Sprintf("%s:%d", ct.ID, ct.Count))
+	}
+	for i := len(before) - 1; i >= 0; i-- {
+		want = append(want, fmt.Sprintf("%s:%d", before[i].Member, int64(before[i].Score)))
+	}
+	start, err := c.Do(ctx, c.B().Hget().Key(ks.Workspace("a").TopMeta(keys.Window1h)).Field("window_start").Build()).AsInt64()
+	if err != nil || fmt.Sprint(got) != fmt.Sprint(want) || sum.Complete || sum.Floor != int64(before[0].Score) || sum.Start*60_000 != start {
+		t.Fatalf("hoursum.Read of a worker-owned workspace: %v complete %v floor %d from minute %d; want the ranking %v, not complete, floor %d, from %d (%v)",
+			got, sum.Complete, sum.Floor, sum.Start, want, int64(before[0].Score), start/60_000, err)
 	}
 	if sink.own.first <= window.Minute(time.Now())-1 {
 		t.Fatalf("the window's first minute is %d: no minute left it, the slide went untested", sink.own.first)

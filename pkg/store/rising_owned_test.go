@@ -1,0 +1,98 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/topk-dev/topk/pkg/internal/testenv"
+	"github.com/topk-dev/topk/pkg/keys"
+	"github.com/topk-dev/topk/pkg/store"
+	"github.com/topk-dev/topk/pkg/window"
+)
+
+// TestRisingFromTheWorkersRanking: for a workspace whose ingest worker
+// keeps the hour counts (--hour-counts worker: minute buckets and the
+// worker's ranking of K, no running sum), the rising ranking reads the
+// hour's counts from that ranking. It is exact when its k-th growth is
+// above the ranking's K-th count, the most a channel left out has, and
+// otherwise says so, with that count as the bound; no channel left out
+// of an answer grew by more than its bound.
+func TestRisingFromTheWorkersRanking(t *testing.T) {
+	r := testenv.Redis(t)
+	st := store.New(testenv.Client(t, r.Addr()), keys.New(""), liveHour, store.Options{})
+	ctx := context.Background()
+	now := settledNow()
+	first := window.Hour.First(now)
+	rng := rand.New(rand.NewPCG(9, 9))
+	wt, c := windowTruth{}, store.Counts{}
+	for ch := range 400 { // steady, rising, falling and quiet channels
+		id := fmt.Sprintf("c%03d", ch)
+		base, factor := 1+rng.IntN(20), []int{1, 1, 3, 0}[ch%4]
+		for m := first - 60; m <= window.Minute(now); m++ {
+			n := base
+			if m >= first {
+				n = base * factor
+			}
+			if ch%7 == 0 {
+				n = rng.IntN(2)
+			}
+			if n > 0 {
+				wt.add(m, id, int64(n))
+				c.Add("w", m, id, int64(n))
+			}
+		}
+	}
+	// What such a worker leaves in Redis: the buckets, and its ranking.
+	part := store.Part{Source: store.Source{Name: "events/0", First: 0, Last: 0}, Counts: c}
+	if err := st.Apply(ctx, st.PrepareBucketParts([]store.Part{part})); err != nil {
+		t.Fatal(err)
+	}
+	const K = 100
+	hour := map[string]int64{}
+	for m, byCh := range wt {
+		for ch, n := range byCh {
+			if m >= first {
+				hour[ch] += n
+			}
+		}
+	}
+	ranking := store.HourRanking{WS: "w", Whole: true, WindowStart: first * 60_000, WindowEnd: now.UnixMilli()}
+	for _, e := range testenv.ExactTop(hour, K) {
+		ranking.Set = append(ranking.Set, store.RankedCount{Member: e.ID, Count: e.Count})
+	}
+	if err := st.WriteHourRankings(ctx, K, []store.HourRanking{ranking}); err != nil {
+		t.Fatal(err)
+	}
+	floor := ranking.Set[K-1].Count
+	exact := 0
+	for _, k := range []int{1, 10, 50, 100} {
+		got, err := st.ReadRising(ctx, "w", now, k, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := risingTruth(wt, first, store.DefaultRisingMin)
+		if got.Complete {
+			exact++
+			sameRising(t, got.Entries, want[:min(k, len(want))])
+			continue
+		}
+		if got.Bound != floor {
+			t.Errorf("k %d: not complete, bound %d; want the ranking's %d-th count, %d", k, got.Bound, K, floor)
+		}
+		in := map[string]bool{}
+		for _, e := range got.Entries {
+			in[e.ID] = true
+		}
+		last := got.Entries[len(got.Entries)-1].Growth
+		for _, e := range want[:k] {
+			if !in[e.ID] && e.Growth > max(last, got.Bound) {
+				t.Errorf("k %d: %s grew by %d, left out of an answer whose last entry grew by %d, bound %d", k, e.ID, e.Growth, last, got.Bound)
+			}
+		}
+	}
+	if exact == 0 || exact == 4 {
+		t.Fatalf("%d of 4 answers exact: the test no longer covers both an exact answer and a bounded one", exact)
+	}
+}
