@@ -119,7 +119,8 @@ func (w *Window) Add(member string, n int64) {
 // Remove subtracts a leaving minute's counts and derives the ranking
 // again. A count the window does not hold means the window and Redis
 // disagree (the caller then recovers the workspace again): Remove then
-// changes nothing and says so.
+// changes nothing and says so. It cannot see a window that holds more of
+// the minute than the bucket; the caller checks the minute's total.
 func (w *Window) Remove(minute map[string]int64) error {
 	for m, n := range minute {
 		if n <= 0 || w.counts[m] < n {

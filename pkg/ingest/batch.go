@@ -29,6 +29,10 @@ type topicPartition struct {
 	partition int32
 }
 
+// source names the partition as the store's fences and ownership sets
+// know it: "<topic>/<partition>".
+func (tp topicPartition) source() string { return tp.topic + "/" + strconv.Itoa(int(tp.partition)) }
+
 // batch is what a worker has polled since its last flush, apart from the
 // counts its Sink holds: the last record of each partition (what to commit
 // once the sink has written), and the dead letters to produce.

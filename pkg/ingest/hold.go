@@ -3,7 +3,6 @@ package ingest
 import (
 	"context"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -69,7 +68,7 @@ func storeParts(parts map[topicPartition]*part) []store.Part {
 	out := make([]store.Part, 0, len(parts))
 	for tp, p := range parts {
 		out = append(out, store.Part{
-			Source:  store.Source{Name: tp.topic + "/" + strconv.Itoa(int(tp.partition)), First: p.first, Last: p.last},
+			Source:  store.Source{Name: tp.source(), First: p.first, Last: p.last},
 			Counts:  p.counts,
 			Recount: p.recount,
 		})

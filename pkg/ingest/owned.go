@@ -2,7 +2,6 @@ package ingest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -55,12 +54,14 @@ type ownedWS struct {
 	// hold is not added again; through caches rec.Through per source.
 	rec     *store.Recovered
 	through map[string]int64
-	// minutes are the minutes it has counts in: the bucket of one that
-	// leaves must be there to take them out.
-	minutes map[int64]bool
-	// whole: the last write of its changes failed, so the next writes the
-	// whole ranking.
-	whole bool
+	// minutes are its events in each minute the window holds (added or
+	// recovered): when the minute leaves, its bucket must hold as many,
+	// or the window disagrees with Redis.
+	minutes map[int64]int64
+	// whole: the next write writes its whole ranking (recovered, slid, or
+	// its last write failed); meta: the next write writes at least its
+	// meta's window (a slide that took nothing out of it).
+	whole, meta bool
 }
 
 // landedThrough is the highest offset of source the recovered buckets may
@@ -103,15 +104,18 @@ func (o *ownedHour) minutes(now time.Time) []int64 {
 // add takes a batch's counts into the windows, recovering the workspaces
 // it meets for the first time, and returns the rankings' changes.
 func (o *ownedHour) add(ctx context.Context, parts map[topicPartition]*part, now time.Time) ([]store.HourRanking, error) {
-	if o.first == 0 {
-		o.first = o.win.First(now)
+	if len(o.ws) == 0 && len(o.redo) == 0 {
+		// Nothing held: the windows start now. (A first left from windows
+		// that emptied hours ago would have the recoveries and the next
+		// slide read every minute since.)
+		o.first = max(o.first, o.win.First(now))
 	}
 	if err := o.recoverNew(ctx, parts, now); err != nil {
 		return nil, err
 	}
 	first := o.first
 	for tp, p := range parts {
-		source := tp.topic + "/" + itoa(tp.partition)
+		source := tp.source()
 		for ws, byMinute := range p.counts {
 			own := o.ws[ws]
 			switch {
@@ -125,9 +129,9 @@ func (o *ownedHour) add(ctx context.Context, parts map[topicPartition]*part, now
 				if m < first {
 					continue // out of the window already: its bucket only
 				}
-				own.minutes[m] = true
 				for ch, n := range byCh {
 					own.w.Add(ch, n)
+					own.minutes[m] += n
 				}
 			}
 		}
@@ -146,7 +150,7 @@ func (o *ownedHour) addChecked(own *ownedWS, ws, source string, p *part, first i
 			}
 			ch := string(b.arena[e.at+int64(e.wsLen) : e.at+int64(e.wsLen)+int64(e.chLen)])
 			if !own.rec.Landed(source, e.offset, ch) {
-				own.minutes[int64(e.minute)] = true
+				own.minutes[int64(e.minute)]++
 				own.w.Add(ch, 1)
 			}
 		}
@@ -158,14 +162,14 @@ func (o *ownedHour) addChecked(own *ownedWS, ws, source string, p *part, first i
 // met for the first time (the idle ones too, whose rankings must keep
 // sliding); then it records the new workspaces of each partition in
 // Redis. A partition counts as recovered only once all its workspaces
-// are, so that a failed recovery is retried whole.
+// are: after a failed recovery, the retry reads those not read yet.
 func (o *ownedHour) recoverNew(ctx context.Context, parts map[topicPartition]*part, now time.Time) error {
 	whole := map[string]map[string]bool{} // the sources to recover whole, and their owned workspaces
 	for source := range o.pending {
 		whole[source] = nil
 	}
 	for tp := range parts {
-		if source := tp.topic + "/" + itoa(tp.partition); o.sources[source] == nil && !o.gone[source] {
+		if source := tp.source(); o.sources[source] == nil && !o.gone[source] {
 			whole[source] = nil
 		}
 	}
@@ -188,7 +192,7 @@ func (o *ownedHour) recoverNew(ctx context.Context, parts map[topicPartition]*pa
 		whole[source] = known
 	}
 	for tp, p := range parts {
-		if source := tp.topic + "/" + itoa(tp.partition); !o.gone[source] {
+		if source := tp.source(); !o.gone[source] {
 			for ws := range p.counts {
 				want(ws, source)
 			}
@@ -202,7 +206,7 @@ func (o *ownedHour) recoverNew(ctx context.Context, parts map[topicPartition]*pa
 		delete(o.pending, source)
 	}
 	for tp, p := range parts {
-		source := tp.topic + "/" + itoa(tp.partition)
+		source := tp.source()
 		if o.gone[source] {
 			continue
 		}
@@ -268,7 +272,7 @@ func (o *ownedHour) recover(ctx context.Context, workspaces map[string]string, n
 }
 
 // changes takes the rankings' changes of the workspaces in parts, and of
-// any whose last write failed.
+// any whose ranking or meta is to write whole (ownedWS.whole, meta).
 func (o *ownedHour) changes(parts map[topicPartition]*part, now time.Time) []store.HourRanking {
 	start, end := o.first*60_000, now.UnixMilli()
 	var out []store.HourRanking
@@ -277,7 +281,7 @@ func (o *ownedHour) changes(parts map[topicPartition]*part, now time.Time) []sto
 		if own.whole {
 			ch = hourwin.Changes{Set: own.w.Top(), Whole: true}
 		}
-		if ch.Empty() {
+		if ch.Empty() && !own.meta {
 			return
 		}
 		r := store.HourRanking{WS: ws, Left: ch.Left, Whole: ch.Whole, WindowStart: start, WindowEnd: end}
@@ -296,7 +300,7 @@ func (o *ownedHour) changes(parts map[topicPartition]*part, now time.Time) []sto
 		}
 	}
 	for ws, own := range o.ws {
-		if own.whole && !done[ws] {
+		if (own.whole || own.meta) && !done[ws] {
 			add(ws, own)
 		}
 	}
@@ -308,7 +312,7 @@ func (o *ownedHour) changes(parts map[topicPartition]*part, now time.Time) []sto
 func (o *ownedHour) written(rs []store.HourRanking, err error) {
 	for _, r := range rs {
 		if own := o.ws[r.WS]; own != nil {
-			own.whole = err != nil
+			own.whole, own.meta = err != nil, false
 		}
 	}
 }
@@ -330,56 +334,73 @@ func (o *ownedHour) slideAt() time.Time {
 // slide takes the minutes that left the window since the last slide out
 // of every window: each minute's bucket. The caller slides only once the
 // holds have no counts of those minutes, and no held write is in flight:
-// the buckets are then the minutes' every count. A window that disagrees
-// with them (a bucket gone though its minute has counts: it expired
-// before the slide read it) is forgotten, to redo. It returns the
-// rankings to write (whole).
-func (o *ownedHour) slide(ctx context.Context, now time.Time) ([]store.HourRanking, error) {
+// the buckets are then the minutes' every count. Only the buckets of
+// minutes a window has events in are read, and a bucket past its expiry
+// is not. A window that disagrees with a bucket (other events than it
+// holds of the minute: a bucket expired before the slide read it, or a
+// count the recovery took twice) is forgotten, to redo. The slid windows'
+// rankings, whole, and the others' meta are written next (changes).
+func (o *ownedHour) slide(ctx context.Context, now time.Time) error {
 	if due, _ := o.slideDue(now); !due {
-		return nil, nil
+		return nil
 	}
 	first := o.win.First(now)
 	// Every leaving minute of every window is read before any is taken
 	// out: a read that fails leaves the windows as they were, for the
 	// retry to slide whole.
-	leaving := make(map[string][]map[string]int64, len(o.ws))
-	for ws := range o.ws {
+	type minute struct {
+		m      int64
+		counts map[string]int64
+	}
+	leaving := map[string][]minute{}
+	for ws, own := range o.ws {
 		for m := o.first; m < first; m++ {
-			counts, err := o.st.BucketCounts(ctx, ws, m)
-			if err != nil {
-				return nil, err
+			if own.minutes[m] == 0 {
+				continue
 			}
-			leaving[ws] = append(leaving[ws], counts)
+			var counts map[string]int64
+			if now.Unix() < o.win.ExpireAt(m) {
+				var err error
+				if counts, err = o.st.BucketCounts(ctx, ws, m); err != nil {
+					return err
+				}
+			}
+			leaving[ws] = append(leaving[ws], minute{m, counts})
 		}
 	}
-	for ws, own := range o.ws {
-		for i, counts := range leaving[ws] {
-			m := o.first + int64(i)
-			err := own.w.Remove(counts)
-			if err == nil && len(counts) == 0 && own.minutes[m] {
-				err = errors.New("the bucket is gone (expired before the slide)")
+	for ws, ms := range leaving {
+		own := o.ws[ws]
+		for _, lm := range ms {
+			var events int64
+			for _, n := range lm.counts {
+				events += n
+			}
+			err := own.w.Remove(lm.counts)
+			if err == nil && events != own.minutes[lm.m] {
+				err = fmt.Errorf("the bucket holds %d events, the window %d", events, own.minutes[lm.m])
 			}
 			if err != nil {
-				o.log.Warn("hour counts disagree with the minute bucket; recovering the workspace again", "workspace", ws, "minute", m, "err", err)
+				o.log.Warn("hour counts disagree with the minute bucket; recovering the workspace again", "workspace", ws, "minute", lm.m, "err", err)
 				delete(o.ws, ws)
 				o.redo[ws] = own.source
 				break
 			}
-			delete(own.minutes, m)
 		}
 	}
 	o.first = first
-	start, end := first*60_000, now.UnixMilli()
-	out := make([]store.HourRanking, 0, len(o.ws))
 	for ws, own := range o.ws {
-		own.w.Take()
-		r := store.HourRanking{WS: ws, Whole: true, WindowStart: start, WindowEnd: end}
-		for _, e := range own.w.Top() {
-			r.Set = append(r.Set, store.RankedCount{Member: e.Member, Count: e.Count})
+		for m := range own.minutes {
+			if m < first {
+				delete(own.minutes, m)
+			}
 		}
-		out = append(out, r)
+		if len(leaving[ws]) > 0 {
+			own.whole = true
+		} else {
+			own.meta = true
+		}
 	}
-	return out, nil
+	return nil
 }
 
 // holdsLeaving reports whether holds hold counts of minutes that left the
@@ -442,7 +463,7 @@ func (o *ownedHour) writeIn(now time.Time) (time.Duration, bool) {
 func (o *ownedHour) forgetEmpty(ctx context.Context) error {
 	gone := map[string][]string{} // by source
 	for ws, own := range o.ws {
-		if own.w.Len() == 0 && !own.whole {
+		if own.w.Len() == 0 && !own.whole && !own.meta {
 			gone[own.source] = append(gone[own.source], ws)
 		}
 	}
@@ -457,8 +478,6 @@ func (o *ownedHour) forgetEmpty(ctx context.Context) error {
 	}
 	return nil
 }
-
-func itoa(p int32) string { return fmt.Sprint(p) }
 
 // writeOwned takes the sealed batch's counts into the owned hour counts
 // (once, whatever the retries) and writes the rankings' changes.
@@ -484,8 +503,7 @@ func (s *channelSink) writeOwned(ctx context.Context, b *sealedBatch) error {
 // when that is needed; the caller makes sure no held write is in flight
 // and that the holds hold no leaving minute (ownedHour.mustSettle).
 func (s *channelSink) slideOwned(ctx context.Context, now time.Time) error {
-	rs, err := s.own.slide(ctx, now)
-	if err != nil {
+	if err := s.own.slide(ctx, now); err != nil {
 		return err
 	}
 	if len(s.own.redo) > 0 {
@@ -498,9 +516,9 @@ func (s *channelSink) slideOwned(ctx context.Context, now time.Time) error {
 		if err := s.own.recoverRedo(ctx, now); err != nil {
 			return err
 		}
-		rs = append(rs, s.own.changes(nil, now)...)
 	}
-	err = s.st.WriteHourRankings(ctx, s.own.k, rs)
+	rs := s.own.changes(nil, now)
+	err := s.st.WriteHourRankings(ctx, s.own.k, rs)
 	s.own.written(rs, err)
 	if err != nil {
 		return err
@@ -517,7 +535,7 @@ func setOwned(ctx context.Context, st *store.Store, parts map[topicPartition]*pa
 			wss = append(wss, ws)
 		}
 		if len(wss) > 0 {
-			if err := st.SetOwned(ctx, tp.topic+"/"+itoa(tp.partition), wss, nil); err != nil {
+			if err := st.SetOwned(ctx, tp.source(), wss, nil); err != nil {
 				return err
 			}
 		}
@@ -550,7 +568,7 @@ func (s *channelSink) moved(parts map[string][]int32, ours bool) {
 	defer s.own.movedMu.Unlock()
 	for topic, ps := range parts {
 		for _, p := range ps {
-			s.own.moved[topic+"/"+itoa(p)] = ours
+			s.own.moved[topicPartition{topic, p}.source()] = ours
 		}
 	}
 }

@@ -122,7 +122,7 @@ func TestOwnedHourSlideRetriedWhole(t *testing.T) {
 	clock = clock.Add(30 * time.Minute) // the first minute leaves
 	r.add(s, 0, "a", "w", 1)
 	seen.Store(0)
-	armed.Store(31) // the second workspace's bucket read fails once
+	armed.Store(2) // the second workspace's leaving bucket read fails once
 	err := r.write(s)
 	if err == nil {
 		t.Fatal("the armed bucket read did not fail: the test no longer reaches a slide that fails part-way")
@@ -334,5 +334,86 @@ func TestOwnedHourSlideNotPutOffForGood(t *testing.T) {
 	}
 	if got, want := w.own.first, window.Hour.First(*clock); got != want {
 		t.Fatalf("%s after its slide was due, the window starts at minute %d, want %d", clock.Sub(start)-time.Minute, got, want)
+	}
+}
+
+// countZrange counts the ZRANGEs of minute buckets.
+type countZrange struct {
+	rueidis.Client
+	n *atomic.Int64
+}
+
+func (c countZrange) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	if cmd.Commands()[0] == "ZRANGE" && strings.Contains(cmd.Commands()[1], ":m:") {
+		c.n.Add(1)
+	}
+	return c.Client.Do(ctx, cmd)
+}
+
+// A slide whose redo fails still has the windows it slid write their
+// whole rankings at the retry: one emptied by the slide no longer keeps
+// its last ranking for good (the slide's rankings were lost with the
+// failed write, and the workspace was then forgotten as empty).
+func TestOwnedHourSlideRankingsSurviveAFailedRedo(t *testing.T) {
+	raw := testenv.Client(t, testenv.Redis(t).Addr())
+	armed, seen := &atomic.Int32{}, &atomic.Int32{}
+	r, clock := newRig(t, raw)
+	r.st = store.New(failZrange{Client: raw, armed: armed, seen: seen}, r.ks, window.Hour, store.Options{})
+	w := r.sink()
+	r.add(w, 0, "a", "x", 5)
+	r.add(w, 0, "b", "x", 3)
+	if err := r.write(w); err != nil {
+		t.Fatal(err)
+	}
+	start := *clock
+	// a's bucket is gone (as if expired): its slide disagrees, to redo.
+	if err := raw.Do(context.Background(), raw.B().Del().Key(r.ks.Workspace("a").Bucket(window.Minute(start))).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	*clock = start.Add(time.Hour + 5*time.Second)
+	armed.Store(3) // after the slide's two reads, the redo's first fails
+	err := r.write(w)
+	if err == nil {
+		t.Fatal("the armed read did not fail: the test no longer reaches a failed redo")
+	}
+	for err != nil {
+		err = r.write(w)
+	}
+	if a, b := r.top("a"), r.top("b"); a != "[]" || b != "[]" {
+		t.Fatalf("after the minute left: a = %s, b = %s; want both empty", a, b)
+	}
+}
+
+// A worker whose windows all emptied starts its window again at its next
+// records: it does not read every minute since its last slide, a day's
+// worth, in its recovery and its slide.
+func TestOwnedHourQuietDayReadsOnlyTheHour(t *testing.T) {
+	raw := testenv.Client(t, testenv.Redis(t).Addr())
+	var reads atomic.Int64
+	r, clock := newRig(t, raw)
+	r.st = store.New(countZrange{Client: raw, n: &reads}, r.ks, window.Hour, store.Options{})
+	w := r.sink()
+	r.add(w, 0, "a", "x", 1)
+	if err := r.write(w); err != nil {
+		t.Fatal(err)
+	}
+	*clock = clock.Add(time.Hour + 5*time.Second) // a's window empties
+	if err := r.write(w); err != nil {
+		t.Fatal(err)
+	}
+	if len(w.own.ws) != 0 {
+		t.Fatalf("%d windows held after the only one emptied", len(w.own.ws))
+	}
+	*clock = clock.Add(24 * time.Hour)
+	r.add(w, 0, "b", "y", 1)
+	reads.Store(0)
+	if err := r.write(w); err != nil {
+		t.Fatal(err)
+	}
+	if n := reads.Load(); n > 70 {
+		t.Fatalf("a day after the windows emptied, a new workspace's recovery and slide read %d minute buckets; want the hour's, about 62", n)
+	}
+	if b := r.top("b"); b != "[y:1]" {
+		t.Fatalf("b: %s, want [y:1]", b)
 	}
 }

@@ -102,8 +102,9 @@ type PartitionKeeper interface {
 // Timed is a sink with writes of its own to make at times, records or not
 // (the owned hour counts' slide each minute, the recovery of a partition
 // just assigned). While it has nothing pending, the worker calls Write
-// once WriteIn's time has passed (ok false: no such write waits). The
-// worker calls WriteIn only while no Write is under way.
+// at the latest once WriteIn's time has passed, earlier when it stops or
+// a rebalance waits (ok false: no such write waits). The worker calls
+// WriteIn only while no Write is under way.
 type Timed interface {
 	WriteIn() (d time.Duration, ok bool)
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 
@@ -27,29 +28,56 @@ const recoverPage = 5000
 type Recovered struct {
 	// Counts is each channel's count over the minutes read.
 	Counts map[string]int64
-	// Minutes are the minutes read whose bucket had counts.
-	Minutes map[int64]bool
+	// Minutes are the events of each minute read whose bucket had any.
+	Minutes map[int64]int64
 	fence   map[string]string
 }
 
-// RecoverHour reads workspace ws's fence, then its minute buckets for
-// minutes.
+// recoverAttempts bounds RecoverHour's reads while fenced writes land
+// under it.
+const recoverAttempts = 5
+
+// RecoverHour reads workspace ws's minute buckets for minutes, in pages,
+// and its fence, as one snapshot: the fence is read before and after the
+// buckets, and the read starts over when it moved. Every write of a
+// bucket moves its fence in the same script, so an unchanged fence means
+// no write landed in between: none is counted both in the buckets and as
+// a record above the fence, and no page of a bucket shifted under the
+// next.
 func (s *Store) RecoverHour(ctx context.Context, ws string, minutes []int64) (*Recovered, error) {
-	fence, err := s.c.Do(ctx, s.c.B().Hgetall().Key(s.keys.Workspace(ws).Fence()).Build()).AsStrMap()
-	if err != nil {
-		return nil, fmt.Errorf("store: recover %s: fence: %w", ws, err)
-	}
-	r := &Recovered{Counts: map[string]int64{}, Minutes: map[int64]bool{}, fence: fence}
-	for _, m := range minutes {
-		had, err := s.readBucket(ctx, ws, m, r.Counts)
+	fenceKey := s.keys.Workspace(ws).Fence()
+	readFence := func() (map[string]string, error) {
+		f, err := s.c.Do(ctx, s.c.B().Hgetall().Key(fenceKey).Build()).AsStrMap()
 		if err != nil {
-			return nil, fmt.Errorf("store: recover %s: %w", ws, err)
+			return nil, fmt.Errorf("store: recover %s: fence: %w", ws, err)
 		}
-		if had {
-			r.Minutes[m] = true
-		}
+		return f, nil
 	}
-	return r, nil
+	fence, err := readFence()
+	if err != nil {
+		return nil, err
+	}
+	for range recoverAttempts {
+		r := &Recovered{Counts: map[string]int64{}, Minutes: map[int64]int64{}, fence: fence}
+		for _, m := range minutes {
+			n, err := s.readBucket(ctx, ws, m, r.Counts)
+			if err != nil {
+				return nil, fmt.Errorf("store: recover %s: %w", ws, err)
+			}
+			if n > 0 {
+				r.Minutes[m] = n
+			}
+		}
+		after, err := readFence()
+		if err != nil {
+			return nil, err
+		}
+		if maps.Equal(after, fence) {
+			return r, nil
+		}
+		fence = after
+	}
+	return nil, fmt.Errorf("store: recover %s: its buckets changed under %d reads", ws, recoverAttempts)
 }
 
 // BucketCounts reads workspace ws's bucket of minute m, in pages: nothing
@@ -63,22 +91,22 @@ func (s *Store) BucketCounts(ctx context.Context, ws string, m int64) (map[strin
 }
 
 // readBucket adds workspace ws's bucket of minute m to counts, in pages
-// of recoverPage members, and reports whether it had any.
-func (s *Store) readBucket(ctx context.Context, ws string, m int64, counts map[string]int64) (had bool, err error) {
+// of recoverPage members, and returns its events.
+func (s *Store) readBucket(ctx context.Context, ws string, m int64, counts map[string]int64) (events int64, err error) {
 	key := s.keys.Workspace(ws).Bucket(m)
 	for from := int64(0); ; from += recoverPage {
 		zs, err := s.c.Do(ctx, s.c.B().Zrange().Key(key).Min(strconv.FormatInt(from, 10)).
 			Max(strconv.FormatInt(from+recoverPage-1, 10)).Withscores().Build()).AsZScores()
 		if err != nil {
-			return false, fmt.Errorf("minute %d: %w", m, err)
+			return 0, fmt.Errorf("minute %d: %w", m, err)
 		}
 		for _, z := range zs {
 			counts[z.Member] += int64(z.Score)
+			events += int64(z.Score)
 		}
 		if len(zs) < recoverPage {
-			return had || len(zs) > 0, nil
+			return events, nil
 		}
-		had = true
 	}
 }
 
