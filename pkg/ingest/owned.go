@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/topk-dev/topk/pkg/hourwin"
+	"github.com/topk-dev/topk/pkg/internal/par"
 	"github.com/topk-dev/topk/pkg/store"
 	"github.com/topk-dev/topk/pkg/window"
 )
@@ -80,7 +81,8 @@ func (own *ownedWS) landedThrough(source string) int64 {
 // bucket expires the window's grace (60 s) after its minute left.
 const slideGrace = 10 * time.Second
 
-// recoverParallel bounds the recoveries read at once.
+// recoverParallel bounds the recoveries, and the slide's bucket reads,
+// made at once.
 const recoverParallel = 16
 
 func newOwnedHour(st *store.Store, k int, skew time.Duration, log *slog.Logger) *ownedHour {
@@ -245,17 +247,7 @@ func (o *ownedHour) recover(ctx context.Context, workspaces map[string]string, n
 	minutes := o.minutes(now)
 	recs := make([]*store.Recovered, len(todo))
 	errs := make([]error, len(todo))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, recoverParallel)
-	for i, ws := range todo {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			recs[i], errs[i] = o.st.RecoverHour(ctx, ws, minutes)
-		}()
-	}
-	wg.Wait()
+	par.Each(len(todo), recoverParallel, func(i int) { recs[i], errs[i] = o.st.RecoverHour(ctx, todo[i], minutes) })
 	for i, ws := range todo {
 		if errs[i] != nil {
 			return errs[i]
@@ -352,21 +344,32 @@ func (o *ownedHour) slide(ctx context.Context, now time.Time) error {
 		m      int64
 		counts map[string]int64
 	}
+	type read struct {
+		ws string
+		m  int64
+	}
 	leaving := map[string][]minute{}
+	var reads []read
 	for ws, own := range o.ws {
 		for m := o.first; m < first; m++ {
-			if own.minutes[m] == 0 {
-				continue
+			switch {
+			case own.minutes[m] == 0:
+			case now.Unix() >= o.win.ExpireAt(m):
+				leaving[ws] = append(leaving[ws], minute{m, nil}) // gone for sure
+			default:
+				reads = append(reads, read{ws, m})
 			}
-			var counts map[string]int64
-			if now.Unix() < o.win.ExpireAt(m) {
-				var err error
-				if counts, err = o.st.BucketCounts(ctx, ws, m); err != nil {
-					return err
-				}
-			}
-			leaving[ws] = append(leaving[ws], minute{m, counts})
 		}
+	}
+	counts := make([]map[string]int64, len(reads))
+	if _, err := par.Errors(len(reads), recoverParallel, func(i int) (err error) {
+		counts[i], err = o.st.BucketCounts(ctx, reads[i].ws, reads[i].m)
+		return err
+	}); err != nil {
+		return err
+	}
+	for i, rd := range reads {
+		leaving[rd.ws] = append(leaving[rd.ws], minute{rd.m, counts[i]})
 	}
 	for ws, ms := range leaving {
 		own := o.ws[ws]

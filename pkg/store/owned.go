@@ -58,15 +58,9 @@ func (s *Store) RecoverHour(ctx context.Context, ws string, minutes []int64) (*R
 		return nil, err
 	}
 	for range recoverAttempts {
-		r := &Recovered{Counts: map[string]int64{}, Minutes: map[int64]int64{}, fence: fence}
-		for _, m := range minutes {
-			n, err := s.readBucket(ctx, ws, m, r.Counts)
-			if err != nil {
-				return nil, fmt.Errorf("store: recover %s: %w", ws, err)
-			}
-			if n > 0 {
-				r.Minutes[m] = n
-			}
+		r := &Recovered{Counts: map[string]int64{}, fence: fence}
+		if r.Minutes, err = s.readBuckets(ctx, ws, minutes, r.Counts); err != nil {
+			return nil, fmt.Errorf("store: recover %s: %w", ws, err)
 		}
 		after, err := readFence()
 		if err != nil {
@@ -84,17 +78,60 @@ func (s *Store) RecoverHour(ctx context.Context, ws string, minutes []int64) (*R
 // when it is gone (empty, or expired).
 func (s *Store) BucketCounts(ctx context.Context, ws string, m int64) (map[string]int64, error) {
 	counts := map[string]int64{}
-	if _, err := s.readBucket(ctx, ws, m, counts); err != nil {
+	if _, err := s.readBucket(ctx, ws, m, 0, counts); err != nil {
 		return nil, fmt.Errorf("store: minute bucket of %s: %w", ws, err)
 	}
 	return counts, nil
 }
 
-// readBucket adds workspace ws's bucket of minute m to counts, in pages
-// of recoverPage members, and returns its events.
-func (s *Store) readBucket(ctx context.Context, ws string, m int64, counts map[string]int64) (events int64, err error) {
+// readBuckets adds workspace ws's buckets of minutes to counts and
+// returns the events of each that has any. A workspace's keys share its
+// slot, so one EXISTS tells whether any bucket is there (a workspace new
+// to the hour has none), and the first pages of all go in one round
+// trip; a bucket with more members goes on page by page.
+func (s *Store) readBuckets(ctx context.Context, ws string, minutes []int64, counts map[string]int64) (map[int64]int64, error) {
+	events := map[int64]int64{}
+	if len(minutes) == 0 {
+		return events, nil
+	}
+	wk := s.keys.Workspace(ws)
+	names := make([]string, len(minutes))
+	for i, m := range minutes {
+		names[i] = wk.Bucket(m)
+	}
+	if n, err := s.c.Do(ctx, s.c.B().Exists().Key(names...).Build()).AsInt64(); err != nil || n == 0 {
+		return events, err
+	}
+	cmds := make(rueidis.Commands, len(names))
+	for i, name := range names {
+		cmds[i] = s.c.B().Zrange().Key(name).Min("0").Max(strconv.Itoa(recoverPage - 1)).Withscores().Build()
+	}
+	for i, r := range s.c.DoMulti(ctx, cmds...) {
+		zs, err := r.AsZScores()
+		if err != nil {
+			return nil, fmt.Errorf("minute %d: %w", minutes[i], err)
+		}
+		for _, z := range zs {
+			counts[z.Member] += int64(z.Score)
+			events[minutes[i]] += int64(z.Score)
+		}
+		if len(zs) == recoverPage {
+			n, err := s.readBucket(ctx, ws, minutes[i], recoverPage, counts)
+			if err != nil {
+				return nil, err
+			}
+			events[minutes[i]] += n
+		}
+	}
+	return events, nil
+}
+
+// readBucket adds workspace ws's bucket of minute m, from its member of
+// rank from on, to counts, in pages of recoverPage members, and returns
+// their events.
+func (s *Store) readBucket(ctx context.Context, ws string, m, from int64, counts map[string]int64) (events int64, err error) {
 	key := s.keys.Workspace(ws).Bucket(m)
-	for from := int64(0); ; from += recoverPage {
+	for ; ; from += recoverPage {
 		zs, err := s.c.Do(ctx, s.c.B().Zrange().Key(key).Min(strconv.FormatInt(from, 10)).
 			Max(strconv.FormatInt(from+recoverPage-1, 10)).Withscores().Build()).AsZScores()
 		if err != nil {

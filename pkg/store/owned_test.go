@@ -134,9 +134,9 @@ func TestOwnedHourUnderTheWorkerACL(t *testing.T) {
 	}
 }
 
-// landsBeforeRead runs land once, just before the first ZRANGE of a
-// minute bucket: another writer's held write landing while a recovery
-// reads.
+// landsBeforeRead runs land once, just before the first read of the
+// minute buckets' members: another writer's held write landing while a
+// recovery reads.
 type landsBeforeRead struct {
 	rueidis.Client
 	land func()
@@ -144,10 +144,21 @@ type landsBeforeRead struct {
 }
 
 func (c landsBeforeRead) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	c.before(cmd)
+	return c.Client.Do(ctx, cmd)
+}
+
+func (c landsBeforeRead) DoMulti(ctx context.Context, cmds ...rueidis.Completed) []rueidis.RedisResult {
+	for _, cmd := range cmds {
+		c.before(cmd)
+	}
+	return c.Client.DoMulti(ctx, cmds...)
+}
+
+func (c landsBeforeRead) before(cmd rueidis.Completed) {
 	if cmd.Commands()[0] == "ZRANGE" && strings.Contains(cmd.Commands()[1], ":m:") {
 		c.once.Do(c.land)
 	}
-	return c.Client.Do(ctx, cmd)
 }
 
 // A recovery is a snapshot of the buckets and their fence: records whose
