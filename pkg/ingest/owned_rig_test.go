@@ -50,6 +50,12 @@ func (f failZrange) DoMulti(ctx context.Context, cmds ...rueidis.Completed) []ru
 	return f.Client.DoMulti(ctx, cmds...)
 }
 
+// arm has the n-th bucket read from now fail, once.
+func (f failZrange) arm(n int32) {
+	f.seen.Store(0)
+	f.armed.Store(n)
+}
+
 // fails reports whether cmd is the armed ZRANGE of a minute bucket.
 func (f failZrange) fails(cmd rueidis.Completed) bool {
 	if f.armed.Load() > 0 && isBucketRead(cmd) {
@@ -108,6 +114,19 @@ func (r *rig) write(s *channelSink) error {
 	return err
 }
 
+// writeThroughFailure writes s with the armed read failing it once (what
+// the test means to reach is what), then again until the write succeeds.
+func (r *rig) writeThroughFailure(s *channelSink, what string) {
+	r.t.Helper()
+	err := r.write(s)
+	if err == nil {
+		r.t.Fatalf("the armed bucket read did not fail: the test no longer reaches %s", what)
+	}
+	for err != nil {
+		err = r.write(s)
+	}
+}
+
 func (r *rig) top(ws string) string {
 	zs, err := r.c.Do(context.Background(), r.c.B().Zrange().Key(r.ks.Workspace(ws).Top(keys.Window1h)).Min("0").Max("-1").Rev().Withscores().Build()).AsZScores()
 	if err != nil {
@@ -124,12 +143,7 @@ func (r *rig) top(ws string) string {
 // retry takes the minute out of each exactly once (it took it out twice
 // when the windows slid one by one as their reads came in).
 func TestOwnedHourSlideRetriedWhole(t *testing.T) {
-	raw := testenv.Client(t, testenv.Redis(t).Addr())
-	armed, seen := &atomic.Int32{}, &atomic.Int32{}
-	c := failZrange{Client: raw, armed: armed, seen: seen}
-	clock := time.Now().Truncate(time.Minute)
-	r := &rig{t: t, c: raw, ks: keys.New("t"), clock: &clock, off: map[int32]int64{}}
-	r.st = store.New(c, r.ks, window.Hour, store.Options{})
+	r, clock, fail, _ := newFailingRig(t)
 	s := r.sink()
 	for _, ws := range []string{"a", "b"} {
 		r.add(s, 0, ws, "x", 3)
@@ -137,24 +151,17 @@ func TestOwnedHourSlideRetriedWhole(t *testing.T) {
 	if err := r.write(s); err != nil {
 		t.Fatal(err)
 	}
-	clock = clock.Add(30 * time.Minute)
+	*clock = clock.Add(30 * time.Minute)
 	for _, ws := range []string{"a", "b"} {
 		r.add(s, 0, ws, "x", 3)
 	}
 	if err := r.write(s); err != nil {
 		t.Fatal(err)
 	}
-	clock = clock.Add(30 * time.Minute) // the first minute leaves
+	*clock = clock.Add(30 * time.Minute) // the first minute leaves
 	r.add(s, 0, "a", "w", 1)
-	seen.Store(0)
-	armed.Store(2) // the second workspace's leaving bucket read fails once
-	err := r.write(s)
-	if err == nil {
-		t.Fatal("the armed bucket read did not fail: the test no longer reaches a slide that fails part-way")
-	}
-	for err != nil {
-		err = r.write(s)
-	}
+	fail.arm(2) // the second workspace's leaving bucket read fails once
+	r.writeThroughFailure(s, "a slide that fails part-way")
 	if a, b := r.top("a"), r.top("b"); a != "[x:3 w:1]" || b != "[x:3]" {
 		t.Fatalf("after a slide retried: a = %s, b = %s; want [x:3 w:1] and [x:3]", a, b)
 	}
@@ -192,6 +199,16 @@ func TestOwnedHourForgetsPartitionsGivenUp(t *testing.T) {
 	if c := r.top("c"); c != "[z:2]" {
 		t.Fatalf("c, still w1's: %s, want [z:2]", c)
 	}
+}
+
+// newFailingRig is newRig over a store whose bucket reads fail when
+// armed (failZrange); raw reaches the same Redis unfailed.
+func newFailingRig(t *testing.T) (r *rig, clock *time.Time, fail failZrange, raw rueidis.Client) {
+	raw = testenv.Client(t, testenv.Redis(t).Addr())
+	fail = failZrange{Client: raw, armed: &atomic.Int32{}, seen: &atomic.Int32{}}
+	r, clock = newRig(t, raw)
+	r.st = store.New(fail, r.ks, window.Hour, store.Options{})
+	return r, clock, fail, raw
 }
 
 func newRig(t *testing.T, c rueidis.Client) (*rig, *time.Time) {
@@ -238,10 +255,7 @@ func TestOwnedHourSlidesReplayedRecordsOnce(t *testing.T) {
 // even when a first recovery fails part-way: their rankings keep sliding
 // (the old owner's last ranking stayed for good).
 func TestOwnedHourRecoversIdleWorkspacesOnAssignment(t *testing.T) {
-	raw := testenv.Client(t, testenv.Redis(t).Addr())
-	armed, seen := &atomic.Int32{}, &atomic.Int32{}
-	r, clock := newRig(t, raw)
-	r.st = store.New(failZrange{Client: raw, armed: armed, seen: seen}, r.ks, window.Hour, store.Options{})
+	r, clock, fail, _ := newFailingRig(t)
 	w1 := r.sink()
 	r.add(w1, 0, "a", "x", 5)
 	r.add(w1, 0, "b", "y", 2)
@@ -251,14 +265,8 @@ func TestOwnedHourRecoversIdleWorkspacesOnAssignment(t *testing.T) {
 	w2 := r.sink() // w1 is gone; its partition now w2's, and quiet
 	w2.PartitionsAssigned(map[string][]int32{"events": {0}})
 	*clock = clock.Add(30 * time.Minute)
-	armed.Store(2) // the second workspace's recovery fails once
-	err := r.write(w2)
-	if err == nil {
-		t.Fatal("the armed bucket read did not fail: the test no longer reaches a recovery that fails part-way")
-	}
-	for err != nil {
-		err = r.write(w2)
-	}
+	fail.arm(2) // the second workspace's recovery fails once
+	r.writeThroughFailure(w2, "a recovery that fails part-way")
 	*clock = clock.Add(30 * time.Minute) // the minute leaves
 	if err := r.write(w2); err != nil {
 		t.Fatal(err)
@@ -389,10 +397,7 @@ func (c countZrange) DoMulti(ctx context.Context, cmds ...rueidis.Completed) []r
 // its last ranking for good (the slide's rankings were lost with the
 // failed write, and the workspace was then forgotten as empty).
 func TestOwnedHourSlideRankingsSurviveAFailedRedo(t *testing.T) {
-	raw := testenv.Client(t, testenv.Redis(t).Addr())
-	armed, seen := &atomic.Int32{}, &atomic.Int32{}
-	r, clock := newRig(t, raw)
-	r.st = store.New(failZrange{Client: raw, armed: armed, seen: seen}, r.ks, window.Hour, store.Options{})
+	r, clock, fail, raw := newFailingRig(t)
 	w := r.sink()
 	r.add(w, 0, "a", "x", 5)
 	r.add(w, 0, "b", "x", 3)
@@ -411,14 +416,8 @@ func TestOwnedHourSlideRankingsSurviveAFailedRedo(t *testing.T) {
 		t.Fatal(err)
 	}
 	*clock = start.Add(time.Hour + 5*time.Second)
-	armed.Store(3) // after the slide's two reads, the redo's first fails
-	err := r.write(w)
-	if err == nil {
-		t.Fatal("the armed read did not fail: the test no longer reaches a failed redo")
-	}
-	for err != nil {
-		err = r.write(w)
-	}
+	fail.arm(3) // after the slide's two reads, the redo's first fails
+	r.writeThroughFailure(w, "a failed redo")
 	if a, b := r.top("a"), r.top("b"); a != "[z:1]" || b != "[]" {
 		t.Fatalf("after the minute left: a = %s, b = %s; want [z:1] and []", a, b)
 	}

@@ -2,7 +2,6 @@ package store_test
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -25,23 +24,10 @@ func TestRisingFromTheWorkersRanking(t *testing.T) {
 	ctx := context.Background()
 	now := settledNow()
 	first := window.Hour.First(now)
-	rng := rand.New(rand.NewPCG(9, 9))
-	wt, c := windowTruth{}, store.Counts{}
-	for ch := range 400 { // steady, rising, falling and quiet channels
-		id := fmt.Sprintf("c%03d", ch)
-		base, factor := 1+rng.IntN(20), []int{1, 1, 3, 0}[ch%4]
-		for m := first - 60; m <= window.Minute(now); m++ {
-			n := base
-			if m >= first {
-				n = base * factor
-			}
-			if ch%7 == 0 {
-				n = rng.IntN(2)
-			}
-			if n > 0 {
-				wt.add(m, id, int64(n))
-				c.Add("w", m, id, int64(n))
-			}
+	wt, c := risingChannels(rand.New(rand.NewPCG(9, 9)), first, now), store.Counts{}
+	for m, byCh := range wt {
+		for ch, n := range byCh {
+			c.Add("w", m, ch, n)
 		}
 	}
 	// What such a worker leaves in Redis: the buckets, and its ranking.

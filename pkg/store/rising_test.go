@@ -14,6 +14,31 @@ import (
 	"github.com/topk-dev/topk/pkg/window"
 )
 
+// risingChannels is 400 channels' counts over the two hours before now
+// (the hour from first, and the one before): steady ones, ones rising by
+// a factor, ones falling, and quiet ones under the minimum count.
+func risingChannels(rng *rand.Rand, first int64, now time.Time) windowTruth {
+	wt := windowTruth{}
+	for ch := 0; ch < 400; ch++ {
+		id := fmt.Sprintf("c%03d", ch)
+		base := 1 + rng.IntN(20)
+		factor := []int{1, 1, 3, 0}[ch%4]
+		for m := first - 60; m <= window.Minute(now); m++ {
+			n := base
+			if m >= first {
+				n = base * factor
+			}
+			if ch%7 == 0 {
+				n = rng.IntN(2) // quiet
+			}
+			if n > 0 {
+				wt.add(m, id, int64(n))
+			}
+		}
+	}
+	return wt
+}
+
 // risingTruth ranks channels by growth from the exact per-minute counts:
 // the hour from first on against the 60 minutes before it.
 func risingTruth(wt windowTruth, first int64, minCount int64) []store.RisingEntry {
@@ -112,27 +137,7 @@ func TestRisingMatchesTheEvents(t *testing.T) {
 	ctx := context.Background()
 	now := settledNow()
 	first := window.Hour.First(now)
-	rng := rand.New(rand.NewPCG(7, 7))
-	wt := windowTruth{}
-	// 400 channels over the last two hours: steady ones, ones rising by a
-	// factor, ones falling, and quiet ones under the minimum count.
-	for ch := 0; ch < 400; ch++ {
-		id := fmt.Sprintf("c%03d", ch)
-		base := 1 + rng.IntN(20)
-		factor := []int{1, 1, 3, 0}[ch%4]
-		for m := first - 60; m <= window.Minute(now); m++ {
-			n := base
-			if m >= first {
-				n = base * factor
-			}
-			if ch%7 == 0 {
-				n = rng.IntN(2) // quiet
-			}
-			if n > 0 {
-				wt.add(m, id, int64(n))
-			}
-		}
-	}
+	wt := risingChannels(rand.New(rand.NewPCG(7, 7)), first, now)
 	writeMinutes(t, st, "w", wt, now)
 	for _, k := range []int{1, 10, 100, 1000} {
 		got, err := st.ReadRising(ctx, "w", now, k, 0)
