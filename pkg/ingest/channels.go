@@ -219,6 +219,9 @@ type sealedBatch struct {
 	users  *uniq.Batch
 	last   map[topicPartition]*kgo.Record
 	owned  bool // its counts are in the owned hour counts (a retried Write must not add them again)
+	// replayed are its records the owned hour counts skipped: a recovery
+	// found them landed in the buckets already.
+	replayed int64
 }
 
 // Seal sets the pending batch aside for the next Write (see Sealer).
@@ -288,7 +291,8 @@ func (s *channelSink) Write(ctx context.Context) (Written, error) {
 			return Written{}, err
 		}
 	}
-	w := Written{Counted: b.events - s.prepared.Skipped, Replayed: s.prepared.Skipped, Recounted: int64(s.prepared.Recounted),
+	skipped := s.prepared.Skipped + b.replayed
+	w := Written{Counted: b.events - skipped, Replayed: skipped, Recounted: int64(s.prepared.Recounted),
 		Commit: commit, Held: !s.buckets.empty() || !s.global.empty() || s.writing != nil}
 	s.sealed, s.prepared = nil, nil
 	return w, nil

@@ -93,8 +93,9 @@ func (o *ownedHour) minutes(now time.Time) []int64 {
 }
 
 // add takes a batch's counts into the windows, recovering the workspaces
-// it meets for the first time, and returns the rankings' changes.
-func (o *ownedHour) add(ctx context.Context, parts map[topicPartition]*part, now time.Time) ([]store.HourRanking, error) {
+// it meets for the first time, and returns the rankings' changes and how
+// many replayed records it skipped (the recovery found them landed).
+func (o *ownedHour) add(ctx context.Context, parts map[topicPartition]*part, now time.Time) (rs []store.HourRanking, replayed int64, err error) {
 	if len(o.ws) == 0 && len(o.redo) == 0 {
 		// Nothing held: the windows start now. (A first left from windows
 		// that emptied hours ago would have the recoveries and the next
@@ -102,7 +103,7 @@ func (o *ownedHour) add(ctx context.Context, parts map[topicPartition]*part, now
 		o.first = max(o.first, o.win.First(now))
 	}
 	if err := o.recoverNew(ctx, parts, now); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	first := o.first
 	for tp, p := range parts {
@@ -113,7 +114,7 @@ func (o *ownedHour) add(ctx context.Context, parts map[topicPartition]*part, now
 			case own == nil:
 				continue // a partition given up, or a workspace to redo: its buckets only
 			case p.first <= own.landedThrough(source):
-				o.addChecked(own, ws, source, p, first)
+				replayed += o.addChecked(own, ws, source, p, first)
 				continue
 			}
 			for m, byCh := range byMinute {
@@ -127,12 +128,13 @@ func (o *ownedHour) add(ctx context.Context, parts map[topicPartition]*part, now
 			}
 		}
 	}
-	return o.changes(parts, now), nil
+	return o.changes(parts, now), replayed, nil
 }
 
 // addChecked adds the records of ws in p one by one, skipping those the
-// recovery found in the buckets already (a replay after a crash).
-func (o *ownedHour) addChecked(own *ownedWS, ws, source string, p *part, first int64) {
+// recovery found in the buckets already (a replay after a crash), and
+// returns how many it skipped.
+func (o *ownedHour) addChecked(own *ownedWS, ws, source string, p *part, first int64) (skipped int64) {
 	for _, b := range p.batches {
 		for _, e := range b.events {
 			wsID := string(b.arena[e.at : e.at+int64(e.wsLen)])
@@ -140,12 +142,15 @@ func (o *ownedHour) addChecked(own *ownedWS, ws, source string, p *part, first i
 				continue
 			}
 			ch := string(b.arena[e.at+int64(e.wsLen) : e.at+int64(e.wsLen)+int64(e.chLen)])
-			if !own.rec.Landed(source, e.offset, ch) {
-				own.minutes[int64(e.minute)]++
-				own.w.Add(ch, 1)
+			if own.rec.Landed(source, e.offset, ch) {
+				skipped++
+				continue
 			}
+			own.minutes[int64(e.minute)]++
+			own.w.Add(ch, 1)
 		}
 	}
+	return skipped
 }
 
 // changes takes the rankings' changes of the workspaces in parts, and of

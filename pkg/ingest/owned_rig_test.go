@@ -234,8 +234,8 @@ func TestOwnedHourSlidesReplayedRecordsOnce(t *testing.T) {
 	r.off[0] = 0
 	r.add(w2, 0, "a", "x", 5) // the replay
 	*clock = clock.Add(time.Minute)
-	if _, err := w2.Write(context.Background()); err != nil {
-		t.Fatal(err)
+	if w, err := w2.Write(context.Background()); err != nil || w.Replayed != 5 || w.Counted != 0 {
+		t.Fatalf("the replay's write: %d counted, %d replayed (%v); want 0 and 5", w.Counted, w.Replayed, err)
 	}
 	if a := r.top("a"); a != "[x:5]" {
 		t.Fatalf("after the replay: %s, want [x:5]", a)

@@ -17,7 +17,7 @@ func (s *channelSink) writeOwned(ctx context.Context, b *sealedBatch) error {
 	var rs []store.HourRanking
 	if !b.owned {
 		var err error
-		if rs, err = s.own.add(ctx, b.parts, s.now()); err != nil {
+		if rs, b.replayed, err = s.own.add(ctx, b.parts, s.now()); err != nil {
 			return err
 		}
 		b.owned = true
