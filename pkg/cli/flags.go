@@ -182,7 +182,7 @@ func deploymentFlags() []cli.Flag {
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "day-retention", EnvVars: []string{"TOPK_DAY_RETENTION"}, Value: window.DefaultDayRetention, Usage: "how long day buckets live after their day"}),
 		latenessFlag(),
 		altsrc.NewStringFlag(&cli.StringFlag{Name: "hour-counts", EnvVars: []string{"TOPK_HOUR_COUNTS"}, Value: HourCountsRedis,
-			Usage: "who keeps the hour window's counts (same value for all workers and schedulers): redis (running sums in Redis; records keyed any way) or worker (each ingest worker keeps its workspaces' counts in memory and writes their hour rankings, about half the Redis time per event; records must be keyed by workspace id, others go to the dead letters as misrouted; not yet with rebuild, or the rising and distinct-user rankings)"}),
+			Usage: "who keeps the hour window's counts (same value for all workers and schedulers): redis (running sums in Redis; records keyed any way) or worker (each ingest worker keeps its workspaces' counts in memory and writes their hour rankings, about half the Redis time per event; records must be keyed by workspace id, others go to the dead letters as misrouted; rebuild then restores the buckets and the workers recover the rankings, and the rising and distinct-user rankings read the workers' top k)"}),
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "bucket-age", EnvVars: []string{"TOPK_BUCKET_AGE"}, Value: window.DefaultBucketAge,
 			Usage: "workers hold the minute buckets' counts over batches this long before writing them, and the scheduler folds a minute that much later (same value for all workers and schedulers; the running sums and rankings take every batch; negative: with every batch)"}),
 	}

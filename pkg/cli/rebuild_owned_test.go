@@ -71,6 +71,21 @@ func TestRebuildWorkerHourCounts(t *testing.T) {
 	sched := startCLI(t, "schedule", "--redis", redis, "--interval", "100ms", "--hour-counts", "worker", "--cadence", "24h=1ms,7d=1ms,30d=1ms,all=1ms")
 	waitStarted(t, sched, "scheduler started")
 	waitFor(t, "every event counted and ranked", ranked, ingest, sched)
+	// The long windows count every event too (that their rollups find the
+	// workers' workspaces is TestOwnedHourWorkspacesAreRolledUp's).
+	waitFor(t, "every event in the all-time rankings", func() (bool, string) {
+		var total int64
+		for _, ws := range workspaces {
+			g, err := getJSON(t, redis, ws, "--k", "1000", "--window", "all")
+			if err != nil {
+				return false, err.Error()
+			}
+			for _, e := range g.Entries {
+				total += e.Count
+			}
+		}
+		return total == n-misrouted, fmt.Sprintf("%d of %d events ranked over all time", total, n-misrouted)
+	}, ingest, sched)
 	waitLongWindowsSettled(t, rc, ingest, sched)
 	ingest.stop(t)
 	sched.stop(t)

@@ -144,8 +144,8 @@ type channelSink struct {
 // if they arrive within the lateness of their minute's end and at most the
 // skew ahead of it, and at most the user cap per workspace, user and minute.
 func NewChannelSink(st *store.Store, o ChannelOptions) (Sink, error) {
-	if o.OwnHourK < 0 || (o.OwnHourK > 0 && (o.BucketAge < 0 || o.BucketsOnly)) {
-		return nil, errors.New("ingest: owned hour counts need k > 0 and held buckets, and not BucketsOnly")
+	if o.OwnHourK < 0 || ((o.OwnHourK > 0 || o.BucketsOnly) && o.BucketAge < 0) || (o.OwnHourK > 0 && o.BucketsOnly) {
+		return nil, errors.New("ingest: owned hour counts, or BucketsOnly, need held buckets; and OwnHourK (k > 0) excludes BucketsOnly")
 	}
 	if o.UserMinuteCap < 0 {
 		return nil, errors.New("ingest: --user-minute-cap must not be negative (0 turns it off)")
@@ -305,7 +305,7 @@ func (s *channelSink) prepare() {
 	parts := storeParts(b.parts)
 	switch {
 	case s.noSums:
-		s.prepared = s.st.PrepareSumParts(nil) // the workers own the hour counts
+		s.prepared = s.st.PrepareIndexParts(parts) // the workers own the hour counts: no running sum
 	case s.bucketAge < 0:
 		s.prepared = s.st.PrepareWorkspaceParts(parts)
 	default:

@@ -17,6 +17,7 @@ import (
 	"github.com/topk-dev/topk/pkg/internal/testenv"
 	"github.com/topk-dev/topk/pkg/keys"
 	"github.com/topk-dev/topk/pkg/loadgen"
+	"github.com/topk-dev/topk/pkg/scheduler"
 	"github.com/topk-dev/topk/pkg/store"
 	"github.com/topk-dev/topk/pkg/window"
 )
@@ -454,5 +455,36 @@ func TestOwnedHourQuietDayReadsOnlyTheHour(t *testing.T) {
 	}
 	if b := r.top("b"); b != "[y:1]" {
 		t.Fatalf("b: %s, want [y:1]", b)
+	}
+}
+
+// The workers that own the hour counts write the workspace index with
+// every batch, as the running sums' writes do otherwise: the scheduler's
+// rollups find a workspace and its minutes through it, and folded none of
+// theirs (their hours, and so their long windows, lost each minute that
+// left the hour).
+func TestOwnedHourWorkspacesAreRolledUp(t *testing.T) {
+	c := testenv.Client(t, testenv.Redis(t).Addr())
+	r, clock := newRig(t, c)
+	ctx := context.Background()
+	// A minute of the hour before the clock's, whose lateness has passed.
+	now := clock.Truncate(time.Hour).Add(30 * time.Minute)
+	*clock = now.Add(-32 * time.Minute)
+	w := r.sink()
+	r.add(w, 0, "a", "x", 5)
+	if err := r.write(w); err != nil {
+		t.Fatal(err)
+	}
+	s, err := scheduler.New(scheduler.Params{Store: r.st, K: 3, WorkersOwnHour: true, Clock: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hour := r.ks.Workspace("a").Hour(window.HourOf(window.Minute(*clock)))
+	zs, err := c.Do(ctx, c.B().Zrange().Key(hour).Min("0").Max("-1").Withscores().Build()).AsZScores()
+	if err != nil || len(zs) != 1 || zs[0].Member != "x" || zs[0].Score != 5 {
+		t.Fatalf("%s after a tick: %v (%v); want x:5, the minute rolled up", hour, zs, err)
 	}
 }

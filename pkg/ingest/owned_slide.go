@@ -14,7 +14,8 @@ import (
 
 // slideGrace is how long a due slide waits for the holds' writes in the
 // background to end on their own before the sink waits for them: a minute
-// bucket expires the window's grace (60 s) after its minute left.
+// bucket expires the window's grace after its minute left, at least 60 s
+// (--minute-retention less the hour: an hour by default).
 const slideGrace = 10 * time.Second
 
 // slideDue reports whether a minute has left the window since the last

@@ -293,17 +293,46 @@ func (s *Store) PrepareBucketParts(parts []Part) *Batch {
 	return s.prepareWorkspaces(parts, writeBuckets)
 }
 
+// PrepareIndexParts is the workspace index of parts alone: the
+// workspaces and the minutes they have counts in, by which the
+// scheduler's rollups find what to fold. It is for batches that write no
+// running sum to carry it: those of workers that own the hour counts
+// (ingest.ChannelOptions.OwnHourK), whose held buckets follow with
+// PrepareBucketParts. It marks nothing dirty: the scheduler refreshes no
+// such hour ranking.
+func (s *Store) PrepareIndexParts(parts []Part) *Batch {
+	b := &Batch{parts: parts, mode: writeSums, dirtyDone: true, marksDone: true}
+	b.index, b.minutes = indexOf(parts)
+	b.indexDone = len(b.index) == 0
+	return b
+}
+
 func (s *Store) prepareWorkspaces(parts []Part, mode writeMode) *Batch {
 	b := &Batch{parts: parts, mode: mode, minutes: map[int64][]string{}, marksDone: mode != writeBuckets}
-	last := map[string]int64{}
-	seen := map[int64]map[string]bool{}
 	ic := s.newIngestCalls(mode)
 	for pi, p := range parts {
 		for ws, byMinute := range p.Counts {
 			ic.group(groupRef{ws: ws, part: pi}, p.Source, byMinute)
-			if mode == writeBuckets {
-				continue // the sums' batches named the workspaces and minutes
-			}
+		}
+	}
+	if mode != writeBuckets { // else the sums' batches named the workspaces and minutes
+		b.index, b.minutes = indexOf(parts)
+	}
+	b.calls = ic.calls
+	b.done = make([]bool, len(b.calls))
+	b.indexDone = len(b.index) == 0
+	b.dirtyDone = len(b.index) == 0 && mode != writeBuckets
+	return b
+}
+
+// indexOf is the workspace index of parts: each workspace with its last
+// minute, and each minute's workspaces.
+func indexOf(parts []Part) (index []ActiveWorkspace, minutes map[int64][]string) {
+	minutes = map[int64][]string{}
+	last := map[string]int64{}
+	seen := map[int64]map[string]bool{}
+	for _, p := range parts {
+		for ws, byMinute := range p.Counts {
 			for m := range byMinute {
 				if l, ok := last[ws]; !ok || m > l {
 					last[ws] = m
@@ -313,19 +342,15 @@ func (s *Store) prepareWorkspaces(parts []Part, mode writeMode) *Batch {
 						seen[m] = map[string]bool{}
 					}
 					seen[m][ws] = true
-					b.minutes[m] = append(b.minutes[m], ws)
+					minutes[m] = append(minutes[m], ws)
 				}
 			}
 		}
 	}
 	for ws, m := range last {
-		b.index = append(b.index, ActiveWorkspace{ID: ws, LastMinute: m})
+		index = append(index, ActiveWorkspace{ID: ws, LastMinute: m})
 	}
-	b.calls = ic.calls
-	b.done = make([]bool, len(b.calls))
-	b.indexDone = len(b.index) == 0
-	b.dirtyDone = len(b.index) == 0 && mode != writeBuckets
-	return b
+	return index, minutes
 }
 
 // mergeCounts returns the sum of the parts' counts.

@@ -114,8 +114,8 @@ func (s *Store) ReadRising(ctx context.Context, ws string, now time.Time, k int,
 		found[i].Rank = i + 1
 	}
 	r.Entries = found
-	if !r.Complete && len(found) == k && found[k-1].Growth > hour.Floor {
-		r.Complete = true // nothing left unread can outgrow the last entry
+	if !r.Complete && (hour.Floor < minCount || len(found) == k && found[k-1].Growth > hour.Floor) {
+		r.Complete = true // nothing left unread can qualify, or outgrow the last entry
 	}
 	if r.Complete {
 		r.Bound = 0

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"math/rand/v2"
+	"strconv"
 	"testing"
 
 	"github.com/topk-dev/topk/pkg/internal/testenv"
@@ -80,5 +81,35 @@ func TestRisingFromTheWorkersRanking(t *testing.T) {
 	}
 	if exact == 0 || exact == 4 {
 		t.Fatalf("%d of 4 answers exact: the test no longer covers both an exact answer and a bounded one", exact)
+	}
+}
+
+// A rising answer is exact when the channels left unread cannot reach the
+// minimum count: with the workers' ranking of K, a workspace with more
+// than K channels, most of them quiet, was answered "not exact".
+func TestRisingCompleteWhenTheRestCannotQualify(t *testing.T) {
+	st := store.New(testenv.Client(t, testenv.Redis(t).Addr()), keys.New(""), liveHour, store.Options{})
+	ctx := context.Background()
+	now := settledNow()
+	first := window.Hour.First(now)
+	const K = 100
+	ranking := store.HourRanking{WS: "w", Whole: true, WindowStart: first * 60_000, WindowEnd: now.UnixMilli()}
+	for i := range K { // of 150 channels: 5 with 20 events, the rest with 1
+		n := int64(1)
+		if i < 5 {
+			n = 20
+		}
+		ranking.Set = append(ranking.Set, store.RankedCount{Member: "c" + strconv.Itoa(i), Count: n})
+	}
+	if err := st.WriteHourRankings(ctx, K, []store.HourRanking{ranking}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.ReadRising(ctx, "w", now, 10, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Entries) != 5 || !got.Complete || got.Bound != 0 {
+		t.Fatalf("%d entries, complete %v, bound %d; want the 5 channels of 20 events, exact (the others have 1 event, under the minimum of %d)",
+			len(got.Entries), got.Complete, got.Bound, store.DefaultRisingMin)
 	}
 }
