@@ -39,11 +39,12 @@ const recoverAttempts = 5
 
 // RecoverHour reads workspace ws's minute buckets for minutes, in pages,
 // and its fence, as one snapshot: the fence is read before and after the
-// buckets, and the read starts over when it moved. Every write of a
-// bucket moves its fence in the same script, so an unchanged fence means
-// no write landed in between: none is counted both in the buckets and as
-// a record above the fence, and no page of a bucket shifted under the
-// next.
+// buckets, and the read starts over when it moved. Every fenced write of
+// a bucket moves its fence in the same script, so an unchanged fence
+// means no such write landed in between: none is counted both in the
+// buckets and as a record above the fence, and no page of a bucket
+// shifted under the next. (A bucket that expires meanwhile is caught by
+// the slide's check of its minute's total.)
 func (s *Store) RecoverHour(ctx context.Context, ws string, minutes []int64) (*Recovered, error) {
 	fenceKey := s.keys.Workspace(ws).Fence()
 	readFence := func() (map[string]string, error) {

@@ -121,8 +121,13 @@ func TestOwnedHourUnderTheWorkerACL(t *testing.T) {
 	if owned, err := st.Owned(ctx, "events/0"); err != nil || fmt.Sprint(owned) != "[a]" {
 		t.Fatalf("owned: %v (%v), want [a]", owned, err)
 	}
-	if _, err := st.RecoverHour(ctx, "a", []int64{window.Minute(time.Now())}); err != nil {
+	m := window.Minute(time.Now())
+	part := store.Part{Source: store.Source{Name: "events/0", First: 0, Last: 0}, Counts: store.Counts{"a": {m: {"x": 2}}}}
+	if err := st.Apply(ctx, st.PrepareBucketParts([]store.Part{part})); err != nil {
 		t.Fatal(err)
+	}
+	if r, err := st.RecoverHour(ctx, "a", []int64{m}); err != nil || r.Counts["x"] != 2 {
+		t.Fatalf("recovered %v (%v), want x:2", r, err)
 	}
 	r1 := store.HourRanking{WS: "a", Whole: true, Set: []store.RankedCount{{Member: "x", Count: 2}}, WindowEnd: time.Now().UnixMilli()}
 	r2 := store.HourRanking{WS: "a", Set: []store.RankedCount{{Member: "y", Count: 1}}, Left: []string{"x"}, WindowEnd: time.Now().UnixMilli()}
