@@ -52,19 +52,7 @@ func TestRebuildWorkerHourCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	const misrouted = n / 300
-	ranked := func() (bool, string) {
-		var total int64
-		for _, ws := range workspaces {
-			g, err := getJSON(t, redis, ws, "--k", "1000")
-			if err != nil {
-				return false, err.Error()
-			}
-			for _, e := range g.Entries {
-				total += e.Count
-			}
-		}
-		return total == n-misrouted, fmt.Sprintf("%d of %d events ranked over the hour", total, n-misrouted)
-	}
+	ranked := func() (bool, string) { return allRanked(t, redis, workspaces, "1h", n-misrouted) }
 	ingestArgs := []string{"ingest", "--brokers", brokers, "--redis", redis, "--batch-age", "50ms", "--batch-events", "700", "--hour-counts", "worker"}
 	ingest := startCLI(t, ingestArgs...)
 	waitStarted(t, ingest, "ingest worker started")
@@ -74,17 +62,7 @@ func TestRebuildWorkerHourCounts(t *testing.T) {
 	// The long windows count every event too (that their rollups find the
 	// workers' workspaces is TestOwnedHourWorkspacesAreRolledUp's).
 	waitFor(t, "every event in the all-time rankings", func() (bool, string) {
-		var total int64
-		for _, ws := range workspaces {
-			g, err := getJSON(t, redis, ws, "--k", "1000", "--window", "all")
-			if err != nil {
-				return false, err.Error()
-			}
-			for _, e := range g.Entries {
-				total += e.Count
-			}
-		}
-		return total == n-misrouted, fmt.Sprintf("%d of %d events ranked over all time", total, n-misrouted)
+		return allRanked(t, redis, workspaces, "all", n-misrouted)
 	}, ingest, sched)
 	waitLongWindowsSettled(t, rc, ingest, sched)
 	ingest.stop(t)

@@ -184,30 +184,11 @@ func TestRebuildRestoresEverything(t *testing.T) {
 	ingest := startCLI(t, "ingest", "--brokers", brokers, "--redis", redis, "--batch-age", "50ms", "--batch-events", "700", "--unique-users", "acme")
 	waitStarted(t, ingest, "ingest worker started")
 	counted := func() (bool, string) {
-		var total int64
-		for _, ws := range []string{"acme", "a}b", "50%", "w4", "w5"} {
-			g, err := getJSON(t, redis, ws, "--k", "1000")
-			if err != nil {
-				return false, err.Error()
-			}
-			for _, e := range g.Entries {
-				total += e.Count
-			}
+		wss := []string{"acme", "a}b", "50%", "w4", "w5"}
+		if ok, why := allRanked(t, redis, wss, "1h", n); !ok {
+			return false, why
 		}
-		if total != n {
-			return false, fmt.Sprintf("%d of %d events ranked over the hour", total, n)
-		}
-		total = 0
-		for _, ws := range []string{"acme", "a}b", "50%", "w4", "w5"} {
-			g, err := getJSON(t, redis, ws, "--k", "1000", "--window", "all")
-			if err != nil {
-				return false, err.Error()
-			}
-			for _, e := range g.Entries {
-				total += e.Count
-			}
-		}
-		return total == n, fmt.Sprintf("%d of %d events ranked over all time", total, n)
+		return allRanked(t, redis, wss, "all", n)
 	}
 	// Long windows refreshed at every tick, so they too are complete.
 	sched := startCLI(t, "schedule", "--redis", redis, "--interval", "100ms", "--cadence", "24h=1ms,7d=1ms,30d=1ms,all=1ms")
@@ -265,6 +246,22 @@ func TestRebuildRestoresEverything(t *testing.T) {
 	compareSnapshots(t, "after a second rebuild", before, redisSnapshot(t, rc))
 	checkGlobalExact(t, redis, truth)
 	t.Logf("%d keys restored exactly", len(before))
+}
+
+// allRanked reports whether the rankings of workspaces over window
+// (`topk get --k 1000 --window`) together count want events.
+func allRanked(t *testing.T, redis string, workspaces []string, window string, want int64) (bool, string) {
+	var total int64
+	for _, ws := range workspaces {
+		g, err := getJSON(t, redis, ws, "--k", "1000", "--window", window)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, e := range g.Entries {
+			total += e.Count
+		}
+	}
+	return total == want, fmt.Sprintf("%d of %d events ranked over window %s", total, want, window)
 }
 
 // waitLongWindowsSettled waits, once everything is counted, for the long

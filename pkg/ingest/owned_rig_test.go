@@ -129,15 +129,7 @@ func (r *rig) writeThroughFailure(s *channelSink, what string) {
 }
 
 func (r *rig) top(ws string) string {
-	zs, err := r.c.Do(context.Background(), r.c.B().Zrange().Key(r.ks.Workspace(ws).Top(keys.Window1h)).Min("0").Max("-1").Rev().Withscores().Build()).AsZScores()
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	var out []string
-	for _, z := range zs {
-		out = append(out, fmt.Sprintf("%s:%d", z.Member, int64(z.Score)))
-	}
-	return fmt.Sprint(out)
+	return fmt.Sprint(rankingText(r.t, r.c, r.ks.Workspace(ws).Top(keys.Window1h)))
 }
 
 // A slide whose bucket reads fail part-way changes no window, so that its

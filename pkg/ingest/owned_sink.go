@@ -24,6 +24,12 @@ func (s *channelSink) writeOwned(ctx context.Context, b *sealedBatch) error {
 	} else {
 		rs = s.own.changes(nil, s.now())
 	}
+	return s.writeRankings(ctx, rs)
+}
+
+// writeRankings writes the owned hour counts' rankings rs, and records
+// the outcome (ownedHour.written).
+func (s *channelSink) writeRankings(ctx context.Context, rs []store.HourRanking) error {
 	err := s.st.WriteHourRankings(ctx, s.own.k, rs)
 	s.own.written(rs, err)
 	return err
@@ -48,10 +54,7 @@ func (s *channelSink) slideOwned(ctx context.Context, now time.Time) error {
 			return err
 		}
 	}
-	rs := s.own.changes(nil, now)
-	err := s.st.WriteHourRankings(ctx, s.own.k, rs)
-	s.own.written(rs, err)
-	if err != nil {
+	if err := s.writeRankings(ctx, s.own.changes(nil, now)); err != nil {
 		return err
 	}
 	return s.own.forgetEmpty(ctx)

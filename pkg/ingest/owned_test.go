@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"sort"
 	"strconv"
 	"testing"
 	"time"
@@ -126,14 +125,7 @@ func ownedHourRankingsExact(t *testing.T, c rueidis.Client) {
 					}
 				}
 			}
-			zs, err := c.Do(ctx, c.B().Zrange().Key(wk.Top(keys.Window1h)).Min("0").Max("-1").Rev().Withscores().Build()).AsZScores()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got []string
-			for _, z := range zs {
-				got = append(got, fmt.Sprintf("%s:%d", z.Member, int64(z.Score)))
-			}
+			got := rankingText(t, c, wk.Top(keys.Window1h))
 			if fmt.Sprint(got) != fmt.Sprint(exactTop(want, k)) {
 				t.Fatalf("step %d, %s (window from %s): ranking\n got %v\nwant %v", step, ws, time.UnixMilli(start).UTC().Format("15:04"), got, exactTop(want, k))
 			}
@@ -224,26 +216,26 @@ func ownedHourRankingsExact(t *testing.T, c rueidis.Client) {
 	}
 }
 
-// exactTop is counts' top k as "member:count", highest first, ties by
-// member in descending byte order.
+// exactTop is counts' top k as "member:count", in the rankings' order.
 func exactTop(counts map[string]int64, k int) []string {
-	type e struct {
-		m string
-		c int64
-	}
-	var all []e
-	for m, c := range counts {
-		all = append(all, e{m, c})
-	}
-	sort.Slice(all, func(i, j int) bool {
-		if all[i].c != all[j].c {
-			return all[i].c > all[j].c
-		}
-		return all[i].m > all[j].m
-	})
 	var out []string
-	for i := 0; i < len(all) && i < k; i++ {
-		out = append(out, fmt.Sprintf("%s:%d", all[i].m, all[i].c))
+	for _, e := range testenv.ExactTop(counts, k) {
+		out = append(out, fmt.Sprintf("%s:%d", e.ID, e.Count))
+	}
+	return out
+}
+
+// rankingText is the cached ranking at key as "member:count", highest
+// first.
+func rankingText(t *testing.T, c rueidis.Client, key string) []string {
+	t.Helper()
+	zs, err := c.Do(context.Background(), c.B().Zrange().Key(key).Min("0").Max("-1").Rev().Withscores().Build()).AsZScores()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, z := range zs {
+		out = append(out, fmt.Sprintf("%s:%d", z.Member, int64(z.Score)))
 	}
 	return out
 }

@@ -1,12 +1,10 @@
 package ingest_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -29,8 +27,8 @@ type ownedRun struct {
 	c     rueidis.Client
 	clock atomic.Int64 // unix nanos
 	n     int
-	first time.Time  // when the first record was produced
-	log   syncBuffer // the workers' logs
+	first time.Time          // when the first record was produced
+	log   testenv.SyncBuffer // the workers' logs
 }
 
 func newOwnedRun(t *testing.T) *ownedRun {
@@ -138,22 +136,4 @@ func TestOwnedHourQuietTakeover(t *testing.T) {
 	r.leaveFirstMinute()
 	r.waitTop("a", "[]")
 	r.noDisagreement()
-}
-
-// syncBuffer is a log that the workers write and the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
