@@ -308,7 +308,7 @@ func (s *Store) PrepareIndexParts(parts []Part) *Batch {
 }
 
 func (s *Store) prepareWorkspaces(parts []Part, mode writeMode) *Batch {
-	b := &Batch{parts: parts, mode: mode, minutes: map[int64][]string{}, marksDone: mode != writeBuckets}
+	b := &Batch{parts: parts, mode: mode, marksDone: mode != writeBuckets}
 	ic := s.newIngestCalls(mode)
 	for pi, p := range parts {
 		for ws, byMinute := range p.Counts {
