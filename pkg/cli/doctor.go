@@ -22,7 +22,7 @@ func doctorCommand(env *Env) *cli.Command {
 		redisFlag(DefaultRedis), prefixFlag(), brokersFlag(DefaultBrokers), topicFlag(),
 		altsrc.NewStringFlag(&cli.StringFlag{Name: "group", EnvVars: []string{"TOPK_GROUP"}, Value: DefaultGroup, Usage: "consumer group of the ingest workers"}),
 		altsrc.NewStringFlag(&cli.StringFlag{Name: "dlq-topic", EnvVars: []string{"TOPK_DLQ_TOPIC"}, Usage: "dead-letter topic of --topic (default: <topic>.dlq)"}),
-		activityTopicFlag(),
+		activityTopicFlag(), hourCountsFlag(),
 		altsrc.NewInt64Flag(&cli.Int64Flag{Name: "max-lag", EnvVars: []string{"TOPK_MAX_LAG"}, Value: DefaultMaxLag, Usage: "warn when a consumer group lags by more records than this (0: never)"}),
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "timeout", EnvVars: []string{"TOPK_DOCTOR_TIMEOUT"}, Value: doctor.DefaultTimeout, Usage: "bound on each step: a dial, a round of Redis commands, a Kafka request"}),
 		&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "explain each check under its line: why it matters and what to do"},
@@ -33,7 +33,8 @@ func doctorCommand(env *Env) *cli.Command {
 		Usage: "check Redis and Kafka for what topk needs, one short line per check: ok, warn or fail",
 		Description: "Checks every Redis node (reachable, version, RedisBloom, the embedded scripts, persistence,\n" +
 			"maxmemory-policy), the scheduler's last pass, and Kafka (brokers, the events topic and its\n" +
-			"dead-letter topic, the activity topics, the consumer groups' lag). --brokers '' skips Kafka.\n" +
+			"dead-letter topic, the activity topics, the consumer groups' lag) and how the latest events\n" +
+			"are keyed (--hour-counts worker needs them keyed by workspace id). --brokers '' skips Kafka.\n" +
 			"--verbose explains each check. Exit status 1 when a check fails, 0 otherwise (warnings included).\n" +
 			"It only reads.",
 		Flags:  flags,
@@ -51,6 +52,10 @@ func runDoctor(c *cli.Context, env *Env) error {
 	timeout := c.Duration("timeout")
 	if timeout <= 0 {
 		return cli.Exit("--timeout must be positive", ExitUsage)
+	}
+	worker, err := workerHourCounts(c)
+	if err != nil {
+		return err
 	}
 	opt, err := RedisOption(c, SplitList(c.String("redis")))
 	if err != nil {
@@ -71,6 +76,7 @@ func runDoctor(c *cli.Context, env *Env) error {
 		ActivityDLQTopics: []string{activity.DLQTopic, activityingest.RawDLQTopic},
 		ActivityGroups:    []string{activityingest.CountersGroup, activityingest.RawGroup},
 		MaxLag:            c.Int64("max-lag"),
+		WorkerHourCounts:  worker,
 		Timeout:           timeout,
 	})...)
 	return reportDoctor(c, env, checks)

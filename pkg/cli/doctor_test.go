@@ -3,11 +3,14 @@ package cli_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/topk-dev/topk/pkg/internal/testenv"
 )
@@ -189,5 +192,51 @@ func TestDoctorFailures(t *testing.T) {
 
 	if _, _, err := runCLI(t, "doctor", "--redis", redis, "--timeout", "0s"); exitCode(t, err) != 2 {
 		t.Errorf("--timeout 0s: %v, want usage error", err)
+	}
+}
+
+// TestDoctorKeying: events keyed by user, not by workspace, are fine for
+// the default --hour-counts redis (the keying line is ok and says worker
+// mode would refuse them), and fail `topk doctor --hour-counts worker`
+// (exit 1), which also refuses an unknown mode as a usage error.
+func TestDoctorKeying(t *testing.T) {
+	r := testenv.Redis(t)
+	kc := testenv.Kafka(t, map[string]int32{"topk.events": 2})
+	brokers := strings.Join(kc.ListenAddrs(), ",")
+	producer, err := kgo.NewClient(kgo.SeedBrokers(kc.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer producer.Close()
+	now := time.Now()
+	for i := range 3 {
+		rec := channelRecord("acme", "general", i, now)
+		rec.Key = []byte(fmt.Sprintf("user-%d", i))
+		if err := producer.ProduceSync(context.Background(), rec).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	args := []string{"doctor", "--redis", r.Addr(), "--brokers", brokers, "--activity-topic", "", "--timeout", "2s"}
+
+	out, errOut, err := runCLI(t, args...)
+	if code := exitCode(t, err); code != 0 {
+		t.Errorf("--hour-counts redis: exit %d, want 0 (warnings only)\n%s%s", code, out, errOut)
+	}
+	if line := doctorLine(out, "keying"); !strings.HasPrefix(line, "ok    keying: latest 3 events: 3 not keyed by workspace id") ||
+		!strings.Contains(line, "not for --hour-counts worker") {
+		t.Errorf("--hour-counts redis: keying line %q\n%s", line, out)
+	}
+
+	out, errOut, err = runCLI(t, append(args, "--hour-counts", "worker")...)
+	if code := exitCode(t, err); code != 1 {
+		t.Errorf("--hour-counts worker: exit %d, want 1\n%s%s", code, out, errOut)
+	}
+	if line := doctorLine(out, "keying"); !strings.HasPrefix(line, "fail  keying: latest 3 events: 3 not keyed by workspace id") {
+		t.Errorf("--hour-counts worker: keying line %q\n%s", line, out)
+	}
+
+	_, errOut, err = runCLI(t, append(args, "--hour-counts", "workers")...)
+	if code := exitCode(t, err); code != 2 || !strings.Contains(errOut+err.Error(), `--hour-counts "workers": want redis or worker`) {
+		t.Errorf("--hour-counts workers: exit %d, %v %s; want a usage error", code, err, errOut)
 	}
 }

@@ -181,8 +181,7 @@ func deploymentFlags() []cli.Flag {
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "hour-retention", EnvVars: []string{"TOPK_HOUR_RETENTION"}, Value: window.DefaultHourRetention, Usage: "how long hour buckets live after their hour (at least 30 days for the 30d window)"}),
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "day-retention", EnvVars: []string{"TOPK_DAY_RETENTION"}, Value: window.DefaultDayRetention, Usage: "how long day buckets live after their day"}),
 		latenessFlag(),
-		altsrc.NewStringFlag(&cli.StringFlag{Name: "hour-counts", EnvVars: []string{"TOPK_HOUR_COUNTS"}, Value: HourCountsRedis,
-			Usage: "who keeps the hour window's counts (same value for all workers and schedulers): redis (running sums in Redis; records keyed any way) or worker (each ingest worker keeps its workspaces' counts in memory and writes their hour rankings, about half the Redis time per event; records must be keyed by workspace id, others go to the dead letters as misrouted; rebuild then restores the buckets and the workers recover the rankings, and the rising and distinct-user rankings read the workers' top k)"}),
+		hourCountsFlag(),
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "bucket-age", EnvVars: []string{"TOPK_BUCKET_AGE"}, Value: window.DefaultBucketAge,
 			Usage: "workers hold the minute buckets' counts over batches this long before writing them, and the scheduler folds a minute that much later (same value for all workers and schedulers; the running sums and rankings take every batch; negative: with every batch)"}),
 	}
@@ -413,6 +412,13 @@ func hasFlag(c *cli.Context, name string) bool {
 func kafkaConfig(c *cli.Context) kafka.Config {
 	tls, sasl := kafkaSecurity(c)
 	return kafka.Config{Brokers: SplitList(c.String("brokers")), TLS: tls, SASL: sasl}
+}
+
+// hourCountsFlag is --hour-counts: the workers', schedulers' and rebuild's,
+// and doctor's, which checks the keying it needs.
+func hourCountsFlag() cli.Flag {
+	return altsrc.NewStringFlag(&cli.StringFlag{Name: "hour-counts", EnvVars: []string{"TOPK_HOUR_COUNTS"}, Value: HourCountsRedis,
+		Usage: "who keeps the hour window's counts (same value for all workers and schedulers): redis (running sums in Redis; records keyed any way) or worker (each ingest worker keeps its workspaces' counts in memory and writes their hour rankings, about half the Redis time per event; records must be keyed by workspace id, others go to the dead letters as misrouted; rebuild then restores the buckets and the workers recover the rankings, and the rising and distinct-user rankings read the workers' top k)"})
 }
 
 // The values of --hour-counts.

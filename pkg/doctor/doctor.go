@@ -580,11 +580,18 @@ type KafkaOptions struct {
 	ActivityGroups    []string
 	// MaxLag is the lag, in records, above which a group is a warning.
 	MaxLag int64
+	// WorkerHourCounts says the workers own the hour counts (--hour-counts
+	// worker): events not keyed by their workspace id then fail the keying
+	// check (keying.go), which reads KeyingSample of the events topic's
+	// latest records (0: DefaultKeyingSample; negative: no check).
+	WorkerHourCounts bool
+	KeyingSample     int
 	// Timeout bounds each Kafka request round (DefaultTimeout).
 	Timeout time.Duration
 }
 
-// CheckKafka checks the brokers, the topics and the consumer groups' lag.
+// CheckKafka checks the brokers, the topics, how the latest events are keyed
+// (keying.go) and the consumer groups' lag.
 func CheckKafka(ctx context.Context, o KafkaOptions) []Check {
 	if len(o.Config.Brokers) == 0 {
 		return []Check{check(Warn, "kafka", "skipped: --brokers is empty").because(
@@ -628,6 +635,12 @@ func CheckKafka(ctx context.Context, o KafkaOptions) []Check {
 	}
 	topicChecks, groups, parts := checkTopics(o, details)
 	out = append(out, topicChecks...)
+	if _, ok := parts[o.Group]; ok && o.KeyingSample >= 0 {
+		if o.KeyingSample == 0 {
+			o.KeyingSample = DefaultKeyingSample
+		}
+		out = append(out, keyingCheck(ctx, o, adm))
+	}
 	if len(groups) == 0 {
 		return out
 	}

@@ -77,6 +77,12 @@ const (
 	ReasonMisrouted Reason = "misrouted"
 )
 
+// KeyedByWorkspace says whether a record keyed key carrying ev is keyed by
+// its workspace id: the contract of --hour-counts worker (one partition
+// holds every record of a workspace), which the workers enforce
+// (ReasonMisrouted) and topk doctor samples.
+func KeyedByWorkspace(key []byte, ev Event) bool { return string(key) == ev.WorkspaceID }
+
 // RejectError is returned for a record that is not a valid event.
 type RejectError struct {
 	Reason Reason

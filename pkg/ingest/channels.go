@@ -189,7 +189,7 @@ func (s *channelSink) Add(r *kgo.Record, arrived, now time.Time) error {
 	}
 	s.last[tp] = r
 	ev, err := events.Decode(r.Value)
-	if err == nil && s.noSums && string(r.Key) != ev.WorkspaceID {
+	if err == nil && s.noSums && !events.KeyedByWorkspace(r.Key, ev) {
 		err = events.Reject(events.ReasonMisrouted, "keyed %q, not by its workspace %q: its workspace's hour counts are owned by one partition's worker", r.Key, ev.WorkspaceID)
 	}
 	if err == nil {
