@@ -22,7 +22,8 @@ import (
 // TOPK_BENCH_HOLD flushes (default 15, a 15 s hold; 0: with every flush,
 // each group's sum and buckets in one call), the hold's write timed with
 // the flush that ends it. It reports the Redis server's CPU (INFO's
-// used_cpu_sys + used_cpu_user) and commands per event: unlike the
+// used_cpu_sys + used_cpu_user) and commands per event, and the longest
+// call and the calls over 5 ms (SLOWLOG, the prefill left out): unlike the
 // end-to-end pipeline benchmark, nothing else shares what is measured, so
 // two versions of the scripts compare within a few percent on a noisy
 // machine. Run it a multiple of the hold's flushes (-benchtime 30x).
@@ -37,7 +38,8 @@ import (
 // Run: go test -run '^$' -bench ApplyRedisCPU -benchtime 30x ./pkg/store/
 func BenchmarkApplyRedisCPU(b *testing.B) {
 	const events, partitions = 200_000, 8
-	r := testenv.Redis(b, strings.Fields(os.Getenv("TOPK_BENCH_REDIS_ARGS"))...)
+	r := testenv.Redis(b, append([]string{"--slowlog-log-slower-than", "1000", "--slowlog-max-len", "100000"},
+		strings.Fields(os.Getenv("TOPK_BENCH_REDIS_ARGS"))...)...)
 	c := testenv.Client(b, r.Addr())
 	maxPairs := testenv.EnvInt("TOPK_BENCH_MAX_PAIRS", 0) // 0: the default
 	holdFlushes := testenv.EnvInt("TOPK_BENCH_HOLD", 15)
@@ -95,6 +97,9 @@ func BenchmarkApplyRedisCPU(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	if err := c.Do(ctx, c.B().SlowlogReset().Build()).Error(); err != nil {
+		b.Fatal(err)
+	}
 	b.ResetTimer()
 	var cpu, cmds float64
 	for range b.N {
@@ -106,6 +111,9 @@ func BenchmarkApplyRedisCPU(b *testing.B) {
 	}
 	b.ReportMetric(cpu*1e6/float64(b.N*events), "redis-µs/event")
 	b.ReportMetric(cmds/float64(b.N*events), "commands/event")
+	longest, over := slowest(b, c)
+	b.ReportMetric(longest.Seconds()*1e3, "longest-call-ms")
+	b.ReportMetric(float64(over), "calls-over-5ms")
 	used, _ := strconv.ParseFloat(testenv.RedisInfo(b, c)["used_memory"], 64)
 	b.ReportMetric(used/(1<<20), "MiB-used")
 }
