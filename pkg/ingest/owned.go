@@ -189,6 +189,18 @@ func (o *ownedHour) changes(parts map[topicPartition]*part, now time.Time) []sto
 	return out
 }
 
+// lost marks the workspaces whose rankings Redis no longer had
+// (store.WriteHourRankings) to write whole.
+func (o *ownedHour) lost(wss []string) {
+	for _, ws := range wss {
+		if own := o.ws[ws]; own != nil {
+			own.whole = true
+		}
+	}
+	o.log.Warn("hour rankings were gone from Redis (restarted empty?): written whole again; "+
+		"topk rebuild restores the buckets, rollups and global view", "workspaces", len(wss), "example", wss[0])
+}
+
 // written records the outcome of writing rs: a failed write's workspaces
 // write their whole ranking next time.
 func (o *ownedHour) written(rs []store.HourRanking, err error) {

@@ -480,3 +480,37 @@ func TestOwnedHourWorkspacesAreRolledUp(t *testing.T) {
 		t.Fatalf("%s after a tick: %v (%v); want x:5, the minute rolled up", hour, zs, err)
 	}
 }
+
+// A ranking lost from Redis while its worker runs (Redis restarted
+// empty, and no rebuild yet) is written whole again at its next write,
+// though that write changes one entry: the meta's HSET that creates its
+// fields tells the loss (a ranking written by changes alone kept only the
+// changed entry, and read as complete).
+func TestOwnedHourRankingLostIsWrittenWhole(t *testing.T) {
+	raw := testenv.Client(t, testenv.Redis(t).Addr())
+	r, _ := newRig(t, raw)
+	s := r.sink()
+	r.add(s, 0, "a", "x", 3)
+	r.add(s, 0, "a", "y", 2)
+	r.add(s, 0, "a", "z", 1)
+	if err := r.write(s); err != nil {
+		t.Fatal(err)
+	}
+	if a := r.top("a"); a != "[x:3 y:2 z:1]" {
+		t.Fatalf("before the loss: %s", a)
+	}
+	if err := raw.Do(context.Background(), raw.B().Flushall().Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	r.add(s, 0, "a", "z", 1)
+	if err := r.write(s); err != nil {
+		t.Fatal(err)
+	}
+	if a := r.top("a"); a != "[x:3 z:2 y:2]" {
+		t.Fatalf("after the ranking was lost and one entry changed: %s, want [x:3 z:2 y:2]", a)
+	}
+	meta, err := raw.Do(context.Background(), raw.B().Hget().Key(r.ks.Workspace("a").TopMeta(keys.Window1h)).Field("k").Build()).ToString()
+	if err != nil || meta != "3" {
+		t.Fatalf("meta k after the rewrite: %q (%v), want 3", meta, err)
+	}
+}

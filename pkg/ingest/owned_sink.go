@@ -28,9 +28,17 @@ func (s *channelSink) writeOwned(ctx context.Context, b *sealedBatch) error {
 }
 
 // writeRankings writes the owned hour counts' rankings rs, and records
-// the outcome (ownedHour.written).
+// the outcome (ownedHour.written). Rankings Redis no longer had (it
+// restarted empty, and no rebuild ran yet) are written again, whole.
 func (s *channelSink) writeRankings(ctx context.Context, rs []store.HourRanking) error {
-	err := s.st.WriteHourRankings(ctx, s.own.k, rs)
+	lost, err := s.st.WriteHourRankings(ctx, s.own.k, rs)
+	s.own.written(rs, err)
+	if err != nil || len(lost) == 0 {
+		return err
+	}
+	s.own.lost(lost)
+	rs = s.own.changes(nil, s.now())
+	_, err = s.st.WriteHourRankings(ctx, s.own.k, rs)
 	s.own.written(rs, err)
 	return err
 }

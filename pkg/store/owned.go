@@ -215,14 +215,26 @@ type RankedCount struct {
 // share a pipeline with another slot's commands there). A whole ranking
 // goes in one MULTI, its entries highest first: each then enters the
 // listpack at its head.
-func (s *Store) WriteHourRankings(ctx context.Context, k int, rs []HourRanking) error {
+//
+// It returns the workspaces whose changes went to a ranking that was not
+// the worker's: its meta lacked a field every write sets (the meta's HSET
+// created fields), so Redis lost it (restarted empty) or another writer
+// made it. Changes alone leave such a ranking partial: the caller writes
+// it whole.
+func (s *Store) WriteHourRankings(ctx context.Context, k int, rs []HourRanking) (lost []string, err error) {
 	if len(rs) == 0 {
-		return nil
+		return nil, nil
 	}
 	groups := make([]rueidis.Commands, len(rs))
 	ids := make([]string, len(rs))
 	for i, r := range rs {
 		groups[i], ids[i] = s.hourRankingCmds(k, r), r.WS
+	}
+	// A group's last reply is its meta's HSET: how many fields it created.
+	check := func(i int, meta rueidis.RedisResult) {
+		if created, err := meta.AsInt64(); err == nil && created > 0 && !rs[i].Whole {
+			lost = append(lost, rs[i].WS)
+		}
 	}
 	ranked := s.c.B().Sadd().Key(s.keys.RankedDirty()).Member(ids...).Build()
 	if !s.cluster {
@@ -230,12 +242,29 @@ func (s *Store) WriteHourRankings(ctx context.Context, k int, rs []HourRanking) 
 		for _, g := range groups {
 			cmds = append(cmds, g...)
 		}
-		return firstError(s.c.DoMulti(ctx, append(cmds, ranked)...))
+		res := s.c.DoMulti(ctx, append(cmds, ranked)...)
+		if err := firstError(res); err != nil {
+			return nil, err
+		}
+		at := 0
+		for i, g := range groups {
+			at += len(g)
+			check(i, res[at-1])
+		}
+		return lost, nil
 	}
-	if _, err := par.Errors(len(groups), s.opts.ParallelCalls, func(i int) error { return firstError(s.c.DoMulti(ctx, groups[i]...)) }); err != nil {
-		return err
+	metas := make([]rueidis.RedisResult, len(groups))
+	if _, err := par.Errors(len(groups), s.opts.ParallelCalls, func(i int) error {
+		res := s.c.DoMulti(ctx, groups[i]...)
+		metas[i] = res[len(res)-1]
+		return firstError(res)
+	}); err != nil {
+		return nil, err
 	}
-	return firstError(s.c.DoMulti(ctx, ranked))
+	for i := range groups {
+		check(i, metas[i])
+	}
+	return lost, firstError(s.c.DoMulti(ctx, ranked))
 }
 
 // hourRankingCmds are the commands that write one ranking's changes and

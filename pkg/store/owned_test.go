@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -131,11 +132,56 @@ func TestOwnedHourUnderTheWorkerACL(t *testing.T) {
 	}
 	r1 := store.HourRanking{WS: "a", Whole: true, Set: []store.RankedCount{{Member: "x", Count: 2}}, WindowEnd: time.Now().UnixMilli()}
 	r2 := store.HourRanking{WS: "a", Set: []store.RankedCount{{Member: "y", Count: 1}}, Left: []string{"x"}, WindowEnd: time.Now().UnixMilli()}
-	if err := st.WriteHourRankings(ctx, 3, []store.HourRanking{r1}); err != nil {
+	if _, err := st.WriteHourRankings(ctx, 3, []store.HourRanking{r1}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.WriteHourRankings(ctx, 3, []store.HourRanking{r2}); err != nil {
-		t.Fatal(err)
+	if lost, err := st.WriteHourRankings(ctx, 3, []store.HourRanking{r2}); err != nil || len(lost) > 0 {
+		t.Fatalf("changes to a ranking written before: lost %v (%v), want none", lost, err)
+	}
+}
+
+// WriteHourRankings tells which rankings it wrote changes to were not the
+// worker's (their meta lacked its fields: Redis lost them, or the
+// scheduler wrote them before the workers owned the hour), on one Redis
+// and on a Cluster, where each workspace goes in its own pipeline; a
+// whole ranking is never such a one.
+func TestWriteHourRankingsTellsLostRankings(t *testing.T) {
+	for name, addr := range map[string]func() string{
+		"standalone": func() string { return testenv.Redis(t).Addr() },
+		"cluster":    func() string { return testenv.RedisCluster(t).Addr() },
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			c := testenv.Client(t, addr())
+			st := store.New(c, keys.New(""), window.Hour, store.Options{})
+			end := time.Now().UnixMilli()
+			var rs []store.HourRanking
+			for _, ws := range []string{"a", "b", "c"} {
+				rs = append(rs, store.HourRanking{WS: ws, Whole: true, Set: []store.RankedCount{{Member: "x", Count: 2}}, WindowEnd: end})
+			}
+			if lost, err := st.WriteHourRankings(ctx, 3, rs); err != nil || len(lost) > 0 {
+				t.Fatalf("whole rankings: lost %v (%v), want none", lost, err)
+			}
+			// b's ranking is gone, and c's meta is the scheduler's.
+			wb, wc := keys.New("").Workspace("b"), keys.New("").Workspace("c")
+			for _, cmd := range []rueidis.Completed{
+				c.B().Del().Key(wb.Top(keys.Window1h)).Build(),
+				c.B().Del().Key(wb.TopMeta(keys.Window1h)).Build(),
+				c.B().Hdel().Key(wc.TopMeta(keys.Window1h)).Field("counts").Build(),
+			} {
+				if err := c.Do(ctx, cmd).Error(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := range rs {
+				rs[i].Whole, rs[i].Set = false, []store.RankedCount{{Member: "y", Count: 1}}
+			}
+			lost, err := st.WriteHourRankings(ctx, 3, rs)
+			sort.Strings(lost)
+			if err != nil || fmt.Sprint(lost) != "[b c]" {
+				t.Fatalf("changes: lost %v (%v), want [b c]", lost, err)
+			}
+		})
 	}
 }
 

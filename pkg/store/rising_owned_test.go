@@ -49,7 +49,7 @@ func TestRisingFromTheWorkersRanking(t *testing.T) {
 	for _, e := range testenv.ExactTop(hour, K) {
 		ranking.Set = append(ranking.Set, store.RankedCount{Member: e.ID, Count: e.Count})
 	}
-	if err := st.WriteHourRankings(ctx, K, []store.HourRanking{ranking}); err != nil {
+	if _, err := st.WriteHourRankings(ctx, K, []store.HourRanking{ranking}); err != nil {
 		t.Fatal(err)
 	}
 	floor := ranking.Set[K-1].Count
@@ -101,7 +101,7 @@ func TestRisingCompleteWhenTheRestCannotQualify(t *testing.T) {
 		}
 		ranking.Set = append(ranking.Set, store.RankedCount{Member: "c" + strconv.Itoa(i), Count: n})
 	}
-	if err := st.WriteHourRankings(ctx, K, []store.HourRanking{ranking}); err != nil {
+	if _, err := st.WriteHourRankings(ctx, K, []store.HourRanking{ranking}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := st.ReadRising(ctx, "w", now, 10, 0)
