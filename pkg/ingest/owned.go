@@ -44,6 +44,9 @@ type ownedHour struct {
 	// slide, by source: recovered again once the holds landed (then the
 	// buckets hold every count).
 	redo map[string]string
+	// epochs are the owner epochs taken for the sources recovered
+	// (store.TakeOwnership), which the rankings' writes carry.
+	epochs map[string]int64
 }
 
 type ownedWS struct {
@@ -76,7 +79,8 @@ func (own *ownedWS) landedThrough(source string) int64 {
 
 func newOwnedHour(st *store.Store, k int, skew time.Duration, log *slog.Logger) *ownedHour {
 	return &ownedHour{st: st, win: st.Window(), k: k, skew: skew, log: log, ws: map[string]*ownedWS{},
-		moved: map[string]bool{}, sources: map[string]map[string]bool{}, pending: map[string]bool{}, gone: map[string]bool{}, redo: map[string]string{}}
+		moved: map[string]bool{}, sources: map[string]map[string]bool{}, pending: map[string]bool{}, gone: map[string]bool{}, redo: map[string]string{},
+		epochs: map[string]int64{}}
 }
 
 // minutes are the minutes a recovery reads at now: those the windows hold
@@ -166,7 +170,7 @@ func (o *ownedHour) changes(parts map[topicPartition]*part, now time.Time) []sto
 		if ch.Empty() && !own.meta {
 			return
 		}
-		r := store.HourRanking{WS: ws, Left: ch.Left, Whole: ch.Whole, WindowStart: start, WindowEnd: end}
+		r := store.HourRanking{WS: ws, Left: ch.Left, Whole: ch.Whole, WindowStart: start, WindowEnd: end, Owner: o.token(own.source)}
 		for _, e := range ch.Set {
 			r.Set = append(r.Set, store.RankedCount{Member: e.Member, Count: e.Count})
 		}
@@ -187,18 +191,6 @@ func (o *ownedHour) changes(parts map[topicPartition]*part, now time.Time) []sto
 		}
 	}
 	return out
-}
-
-// lost marks the workspaces whose rankings Redis no longer had
-// (store.WriteHourRankings) to write whole.
-func (o *ownedHour) lost(wss []string) {
-	for _, ws := range wss {
-		if own := o.ws[ws]; own != nil {
-			own.whole = true
-		}
-	}
-	o.log.Warn("hour rankings were gone from Redis (restarted empty?): written whole again; "+
-		"topk rebuild restores the buckets, rollups and global view", "workspaces", len(wss), "example", wss[0])
 }
 
 // written records the outcome of writing rs: a failed write's workspaces

@@ -41,6 +41,15 @@ func (o *ownedHour) recoverNew(ctx context.Context, parts map[topicPartition]*pa
 		}
 	}
 	for source := range whole {
+		// The epoch before the reads: a write of the last owner's that
+		// lands after them names an earlier one (owned_owner.go).
+		if o.epochs[source] == 0 {
+			epoch, err := o.st.TakeOwnership(ctx, source)
+			if err != nil {
+				return err
+			}
+			o.epochs[source] = epoch
+		}
 		owned, err := o.st.Owned(ctx, source)
 		if err != nil {
 			return err
@@ -142,23 +151,30 @@ func (o *ownedHour) applyMoves() {
 	o.moved = map[string]bool{}
 	o.movedMu.Unlock()
 	for source, ours := range moved {
-		for ws, own := range o.ws {
-			if own.source == source {
-				delete(o.ws, ws)
-			}
+		o.move(source, ours)
+	}
+}
+
+// move forgets what was kept of source, and records it as assigned
+// (ours: to recover whole, with a new owner epoch) or given up.
+func (o *ownedHour) move(source string, ours bool) {
+	for ws, own := range o.ws {
+		if own.source == source {
+			delete(o.ws, ws)
 		}
-		for ws, src := range o.redo {
-			if src == source {
-				delete(o.redo, ws)
-			}
+	}
+	for ws, src := range o.redo {
+		if src == source {
+			delete(o.redo, ws)
 		}
-		delete(o.sources, source)
-		if ours {
-			o.pending[source] = true
-			delete(o.gone, source)
-		} else {
-			o.gone[source] = true
-			delete(o.pending, source)
-		}
+	}
+	delete(o.sources, source)
+	delete(o.epochs, source)
+	if ours {
+		o.pending[source] = true
+		delete(o.gone, source)
+	} else {
+		o.gone[source] = true
+		delete(o.pending, source)
 	}
 }

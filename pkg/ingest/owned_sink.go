@@ -28,18 +28,20 @@ func (s *channelSink) writeOwned(ctx context.Context, b *sealedBatch) error {
 }
 
 // writeRankings writes the owned hour counts' rankings rs, and records
-// the outcome (ownedHour.written). Rankings Redis no longer had (it
-// restarted empty, and no rebuild ran yet) are written again, whole.
+// the outcome (ownedHour.written). Rankings another writer wrote over, or
+// Redis lost, are written again whole at once (ownedHour.judge).
 func (s *channelSink) writeRankings(ctx context.Context, rs []store.HourRanking) error {
-	lost, err := s.st.WriteHourRankings(ctx, s.own.k, rs)
+	priors, err := s.st.WriteHourRankings(ctx, s.own.k, rs)
 	s.own.written(rs, err)
-	if err != nil || len(lost) == 0 {
+	if err != nil || !s.own.judge(rs, priors) {
 		return err
 	}
-	s.own.lost(lost)
 	rs = s.own.changes(nil, s.now())
-	_, err = s.st.WriteHourRankings(ctx, s.own.k, rs)
+	priors, err = s.st.WriteHourRankings(ctx, s.own.k, rs)
 	s.own.written(rs, err)
+	if err == nil {
+		s.own.judge(rs, priors) // written over again: at the next write
+	}
 	return err
 }
 

@@ -119,6 +119,12 @@ func (s Space) RankedDirty() string { return s.prefix + ":dirty:ranked" }
 // that their rankings keep sliding.
 func (s Space) OwnedBy(source string) string { return s.prefix + ":own:" + source }
 
+// OwnerEpoch counts the owners source's workspaces have had (a string, by
+// INCRBY): each worker that recovers the partition takes the next epoch,
+// and stamps the hour rankings it writes with it (store.TakeOwnership).
+// Topic names have no ':', so it cannot be another source's OwnedBy.
+func (s Space) OwnerEpoch(source string) string { return s.prefix + ":own:" + source + ":epoch" }
+
 // MinuteWorkspaces is the set of workspaces with a bucket for unix minute m,
 // so the scheduler knows whose window shrinks when m leaves it.
 func (s Space) MinuteWorkspaces(m int64) string { return s.prefix + ":mws:" + strconv.FormatInt(m, 10) }

@@ -8,9 +8,6 @@ import (
 	"strings"
 
 	"github.com/redis/rueidis"
-
-	"github.com/topk-dev/topk/pkg/internal/par"
-	"github.com/topk-dev/topk/pkg/keys"
 )
 
 // What a worker that owns a workspace's hour counts (docs/owned-hour.md)
@@ -188,122 +185,6 @@ func (r *Recovered) Through(source string) int64 {
 		}
 	}
 	return hi
-}
-
-// HourRanking is a ranking's changes that a worker owning the workspace's
-// hour counts writes (hourwin.Changes, by value: store does not import
-// hourwin): members set, members gone, or the whole ranking in Set,
-// highest first, when Whole.
-type HourRanking struct {
-	WS                     string
-	Set                    []RankedCount
-	Left                   []string
-	Whole                  bool
-	WindowStart, WindowEnd int64 // unix ms
-}
-
-// RankedCount is one entry of a ranking.
-type RankedCount struct {
-	Member string
-	Count  int64
-}
-
-// WriteHourRankings writes rankings' changes to the cached hour rankings
-// and their meta, and marks the workspaces ranked for the long windows'
-// fresh passes: on one Redis in one pipeline; on a Cluster a workspace's
-// commands at a time, in parallel (a MULTI, which has no slot, may not
-// share a pipeline with another slot's commands there). A whole ranking
-// goes in one MULTI, its entries highest first: each then enters the
-// listpack at its head.
-//
-// It returns the workspaces whose changes went to a ranking that was not
-// the worker's: its meta lacked a field every write sets (the meta's HSET
-// created fields), so Redis lost it (restarted empty) or another writer
-// made it. Changes alone leave such a ranking partial: the caller writes
-// it whole.
-func (s *Store) WriteHourRankings(ctx context.Context, k int, rs []HourRanking) (lost []string, err error) {
-	if len(rs) == 0 {
-		return nil, nil
-	}
-	groups := make([]rueidis.Commands, len(rs))
-	ids := make([]string, len(rs))
-	for i, r := range rs {
-		groups[i], ids[i] = s.hourRankingCmds(k, r), r.WS
-	}
-	// A group's last reply is its meta's HSET: how many fields it created.
-	check := func(i int, meta rueidis.RedisResult) {
-		if created, err := meta.AsInt64(); err == nil && created > 0 && !rs[i].Whole {
-			lost = append(lost, rs[i].WS)
-		}
-	}
-	ranked := s.c.B().Sadd().Key(s.keys.RankedDirty()).Member(ids...).Build()
-	if !s.cluster {
-		cmds := make(rueidis.Commands, 0, 4*len(rs)+1)
-		for _, g := range groups {
-			cmds = append(cmds, g...)
-		}
-		res := s.c.DoMulti(ctx, append(cmds, ranked)...)
-		if err := firstError(res); err != nil {
-			return nil, err
-		}
-		at := 0
-		for i, g := range groups {
-			at += len(g)
-			check(i, res[at-1])
-		}
-		return lost, nil
-	}
-	metas := make([]rueidis.RedisResult, len(groups))
-	if _, err := par.Errors(len(groups), s.opts.ParallelCalls, func(i int) error {
-		res := s.c.DoMulti(ctx, groups[i]...)
-		metas[i] = res[len(res)-1]
-		return firstError(res)
-	}); err != nil {
-		return nil, err
-	}
-	for i := range groups {
-		check(i, metas[i])
-	}
-	return lost, firstError(s.c.DoMulti(ctx, ranked))
-}
-
-// hourRankingCmds are the commands that write one ranking's changes and
-// its meta, all in the workspace's slot.
-func (s *Store) hourRankingCmds(k int, r HourRanking) rueidis.Commands {
-	wk := s.keys.Workspace(r.WS)
-	top := wk.Top(keys.Window1h)
-	var cmds rueidis.Commands
-	if r.Whole {
-		cmds = append(cmds, s.c.B().Multi().Build(), s.c.B().Del().Key(top).Build())
-	}
-	if len(r.Set) > 0 {
-		z := s.c.B().Zadd().Key(top).ScoreMember()
-		for _, e := range r.Set {
-			z = z.ScoreMember(float64(e.Count), e.Member)
-		}
-		cmds = append(cmds, z.Build())
-	}
-	if len(r.Left) > 0 {
-		cmds = append(cmds, s.c.B().Zrem().Key(top).Member(r.Left...).Build())
-	}
-	if r.Whole {
-		cmds = append(cmds, s.c.B().Exec().Build())
-	}
-	end := strconv.FormatInt(r.WindowEnd, 10)
-	return append(cmds, s.c.B().Hset().Key(wk.TopMeta(keys.Window1h)).FieldValue().
-		FieldValue("computed_at", end).FieldValue("window_end", end).
-		FieldValue("window_start", strconv.FormatInt(r.WindowStart, 10)).FieldValue("k", strconv.Itoa(k)).
-		FieldValue("counts", "worker").Build())
-}
-
-// firstError is the first error among a pipeline's replies.
-func firstError(rs []rueidis.RedisResult) error {
-	for _, r := range rs {
-		if err := r.Error(); err != nil {
-			return fmt.Errorf("store: hour rankings: %w", err)
-		}
-	}
-	return nil
 }
 
 // Owned returns the workspaces whose hour counts source's workers own.

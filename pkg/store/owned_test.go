@@ -132,19 +132,25 @@ func TestOwnedHourUnderTheWorkerACL(t *testing.T) {
 	}
 	r1 := store.HourRanking{WS: "a", Whole: true, Set: []store.RankedCount{{Member: "x", Count: 2}}, WindowEnd: time.Now().UnixMilli()}
 	r2 := store.HourRanking{WS: "a", Set: []store.RankedCount{{Member: "y", Count: 1}}, Left: []string{"x"}, WindowEnd: time.Now().UnixMilli()}
+	epoch, err := st.TakeOwnership(ctx, "events/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1.Owner = store.OwnerToken("events/0", epoch)
+	r2.Owner = r1.Owner
 	if _, err := st.WriteHourRankings(ctx, 3, []store.HourRanking{r1}); err != nil {
 		t.Fatal(err)
 	}
-	if lost, err := st.WriteHourRankings(ctx, 3, []store.HourRanking{r2}); err != nil || len(lost) > 0 {
-		t.Fatalf("changes to a ranking written before: lost %v (%v), want none", lost, err)
+	if p, err := st.WriteHourRankings(ctx, 3, []store.HourRanking{r2}); err != nil || p[0].Lost || p[0].Owner != r1.Owner {
+		t.Fatalf("changes to a ranking written before: %+v (%v), want its owner and not lost", p, err)
 	}
 }
 
-// WriteHourRankings tells which rankings it wrote changes to were not the
-// worker's (their meta lacked its fields: Redis lost them, or the
-// scheduler wrote them before the workers owned the hour), on one Redis
-// and on a Cluster, where each workspace goes in its own pipeline; a
-// whole ranking is never such a one.
+// WriteHourRankings tells, for each ranking it wrote, the owner token its
+// meta held before, and whether the meta lacked the worker's fields
+// (Redis lost the ranking, or the scheduler wrote it before the workers
+// owned the hour), on one Redis and on a Cluster, where each workspace
+// goes in its own pipeline. Owner epochs of a source only grow.
 func TestWriteHourRankingsTellsLostRankings(t *testing.T) {
 	for name, addr := range map[string]func() string{
 		"standalone": func() string { return testenv.Redis(t).Addr() },
@@ -155,12 +161,21 @@ func TestWriteHourRankingsTellsLostRankings(t *testing.T) {
 			c := testenv.Client(t, addr())
 			st := store.New(c, keys.New(""), window.Hour, store.Options{})
 			end := time.Now().UnixMilli()
+			e1, err1 := st.TakeOwnership(ctx, "t/0")
+			e2, err2 := st.TakeOwnership(ctx, "t/0")
+			if err1 != nil || err2 != nil || e2 <= e1 {
+				t.Fatalf("epochs %d then %d (%v, %v): want them to grow", e1, e2, err1, err2)
+			}
+			if source, epoch, ok := store.ParseOwnerToken(store.OwnerToken("t/0", e2)); !ok || source != "t/0" || epoch != e2 {
+				t.Fatalf("token parsed as %q %d %v", source, epoch, ok)
+			}
 			var rs []store.HourRanking
 			for _, ws := range []string{"a", "b", "c"} {
-				rs = append(rs, store.HourRanking{WS: ws, Whole: true, Set: []store.RankedCount{{Member: "x", Count: 2}}, WindowEnd: end})
+				rs = append(rs, store.HourRanking{WS: ws, Whole: true, Set: []store.RankedCount{{Member: "x", Count: 2}}, WindowEnd: end,
+					Owner: store.OwnerToken("t/0", e2)})
 			}
-			if lost, err := st.WriteHourRankings(ctx, 3, rs); err != nil || len(lost) > 0 {
-				t.Fatalf("whole rankings: lost %v (%v), want none", lost, err)
+			if p, err := st.WriteHourRankings(ctx, 3, rs); err != nil || p[0].Owner != "" || !p[0].Lost {
+				t.Fatalf("first whole rankings: %+v (%v), want no owner before", p, err)
 			}
 			// b's ranking is gone, and c's meta is the scheduler's.
 			wb, wc := keys.New("").Workspace("b"), keys.New("").Workspace("c")
@@ -176,10 +191,22 @@ func TestWriteHourRankingsTellsLostRankings(t *testing.T) {
 			for i := range rs {
 				rs[i].Whole, rs[i].Set = false, []store.RankedCount{{Member: "y", Count: 1}}
 			}
-			lost, err := st.WriteHourRankings(ctx, 3, rs)
+			priors, err := st.WriteHourRankings(ctx, 3, rs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var lost []string
+			for i, p := range priors {
+				if p.WS != rs[i].WS || (p.Owner != rs[i].Owner && p.WS != "b") {
+					t.Errorf("prior %+v of %s, want its owner %s", p, rs[i].WS, rs[i].Owner)
+				}
+				if p.Lost {
+					lost = append(lost, p.WS)
+				}
+			}
 			sort.Strings(lost)
-			if err != nil || fmt.Sprint(lost) != "[b c]" {
-				t.Fatalf("changes: lost %v (%v), want [b c]", lost, err)
+			if fmt.Sprint(lost) != "[b c]" {
+				t.Fatalf("changes: lost %v, want [b c]", lost)
 			}
 		})
 	}

@@ -1,0 +1,78 @@
+package ingest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/topk-dev/topk/pkg/internal/testenv"
+)
+
+// droppedWorker sets up a worker w1 the group dropped while it held a
+// batch of workspace a (x twice more), and the partition's new owner w2,
+// which counted those records and two more (x:7); then w1 writes its
+// batch, its ranking (x:5) over w2's.
+func droppedWorker(t *testing.T) (r *rig, clock *time.Time, w1, w2 *channelSink) {
+	r, clock = newRig(t, testenv.Client(t, testenv.Redis(t).Addr()))
+	w1 = r.sink()
+	r.add(w1, 0, "a", "x", 3)
+	if err := r.write(w1); err != nil {
+		t.Fatal(err)
+	}
+	r.add(w1, 0, "a", "x", 2) // polled; then w1 pauses past its session
+	w2 = r.sink()
+	w2.PartitionsAssigned(map[string][]int32{"events": {0}})
+	r.off[0] = 3 // from w1's last commit
+	r.add(w2, 0, "a", "x", 4)
+	if err := r.write(w2); err != nil {
+		t.Fatal(err)
+	}
+	if a := r.top("a"); a != "[x:7]" {
+		t.Fatalf("the new owner's ranking: %s, want [x:7]", a)
+	}
+	if err := r.write(w1); err != nil { // w1 wakes up
+		t.Fatal(err)
+	}
+	if a := r.top("a"); a != "[x:5]" {
+		t.Fatalf("the dropped worker's write: %s, want its stale [x:5] (writes are not refused)", a)
+	}
+	return r, clock, w1, w2
+}
+
+// A worker dropped from the group that writes a stale ranking over the
+// new owner's (writes are not refused): the new owner writes the ranking
+// whole again at its next write, though that write changes another
+// entry, and the dropped worker, which found the new owner's later epoch,
+// writes no more ranking of the partition. (Before the owner epochs the
+// ranking kept x:5 until x changed again, and w1 kept writing.)
+func TestOwnedHourDroppedWorkerIsWrittenOver(t *testing.T) {
+	r, _, w1, w2 := droppedWorker(t)
+	r.add(w2, 0, "a", "y", 1)
+	if err := r.write(w2); err != nil {
+		t.Fatal(err)
+	}
+	if a := r.top("a"); a != "[x:7 y:1]" {
+		t.Fatalf("the new owner's next write: %s, want [x:7 y:1]", a)
+	}
+	r.add(w1, 0, "a", "z", 9)
+	if err := r.write(w1); err != nil {
+		t.Fatal(err)
+	}
+	if a := r.top("a"); a != "[x:7 y:1]" {
+		t.Fatalf("after the dropped worker's next batch: %s, want [x:7 y:1] (it writes no ranking now)", a)
+	}
+}
+
+// A ranking written over with no record of its workspace coming to the
+// new owner is written whole again at its next slide, within a minute:
+// the slide writes every owned ranking's meta, and reads its owner.
+func TestOwnedHourWrittenOverFoundAtTheSlide(t *testing.T) {
+	r, clock, _, w2 := droppedWorker(t)
+	*clock = clock.Add(time.Minute)
+	if _, err := w2.Write(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if a := r.top("a"); a != "[x:7]" {
+		t.Fatalf("after the new owner's slide: %s, want [x:7]", a)
+	}
+}

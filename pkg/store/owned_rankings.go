@@ -1,0 +1,177 @@
+package store
+
+// The hour rankings a worker that owns its workspaces' hour counts writes
+// (docs/owned-hour.md), and the owner epochs that tell two writers of one
+// ranking apart.
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/redis/rueidis"
+
+	"github.com/topk-dev/topk/pkg/internal/par"
+	"github.com/topk-dev/topk/pkg/keys"
+)
+
+// HourRanking is a ranking's changes that a worker owning the workspace's
+// hour counts writes (hourwin.Changes, by value: store does not import
+// hourwin): members set, members gone, or the whole ranking in Set,
+// highest first, when Whole. Owner is the writer's token (OwnerToken),
+// recorded in the ranking's meta.
+type HourRanking struct {
+	WS                     string
+	Set                    []RankedCount
+	Left                   []string
+	Whole                  bool
+	WindowStart, WindowEnd int64 // unix ms
+	Owner                  string
+}
+
+// RankedCount is one entry of a ranking.
+type RankedCount struct {
+	Member string
+	Count  int64
+}
+
+// Prior is what a ranking's meta held before a write: the token of the
+// writer before (Owner, "" for none), and whether it lacked a field every
+// write sets (Lost: Redis lost the ranking, restarted empty, or the
+// scheduler made it).
+type Prior struct {
+	WS    string
+	Owner string
+	Lost  bool
+}
+
+// TakeOwnership returns a new owner epoch of source ("<topic>/<partition>"),
+// higher than every one taken before (keys.OwnerEpoch). A worker takes one
+// when it recovers a partition and writes the partition's rankings with
+// OwnerToken(source, epoch): a worker the group dropped, still writing,
+// then finds a later epoch in a ranking's meta (Prior), and a worker whose
+// ranking another wrote over finds a token not its own.
+func (s *Store) TakeOwnership(ctx context.Context, source string) (int64, error) {
+	epoch, err := s.c.Do(ctx, s.c.B().Incrby().Key(s.keys.OwnerEpoch(source)).Increment(1).Build()).AsInt64()
+	if err != nil {
+		return 0, fmt.Errorf("store: owner epoch of %s: %w", source, err)
+	}
+	return epoch, nil
+}
+
+// OwnerToken is how a ranking's meta names its writer: its source and
+// owner epoch.
+func OwnerToken(source string, epoch int64) string {
+	return source + "@" + strconv.FormatInt(epoch, 10)
+}
+
+// ParseOwnerToken splits an OwnerToken; ok is false for anything else.
+func ParseOwnerToken(token string) (source string, epoch int64, ok bool) {
+	i := strings.LastIndexByte(token, '@')
+	if i < 0 {
+		return "", 0, false
+	}
+	epoch, err := strconv.ParseInt(token[i+1:], 10, 64)
+	return token[:i], epoch, err == nil
+}
+
+// WriteHourRankings writes rankings' changes to the cached hour rankings
+// and their meta, and marks the workspaces ranked for the long windows'
+// fresh passes: on one Redis in one pipeline; on a Cluster a workspace's
+// commands at a time, in parallel (a MULTI, which has no slot, may not
+// share a pipeline with another slot's commands there). A whole ranking
+// goes in one MULTI, its entries highest first: each then enters the
+// listpack at its head.
+//
+// It returns, for each ranking, what its meta held before (Prior): a
+// write is not refused, so the caller learns after it that another
+// writer had written since its last write, or that Redis lost the
+// ranking, and writes it whole again or stops writing it.
+func (s *Store) WriteHourRankings(ctx context.Context, k int, rs []HourRanking) ([]Prior, error) {
+	if len(rs) == 0 {
+		return nil, nil
+	}
+	groups := make([]rueidis.Commands, len(rs))
+	ids := make([]string, len(rs))
+	for i, r := range rs {
+		groups[i], ids[i] = s.hourRankingCmds(k, r), r.WS
+	}
+	// A group's first reply is its meta's owner before the write, its last
+	// the meta's HSET: how many fields it created.
+	priors := make([]Prior, len(rs))
+	prior := func(i int, res []rueidis.RedisResult) {
+		owner, _ := res[0].ToString()
+		created, _ := res[len(res)-1].AsInt64()
+		priors[i] = Prior{WS: rs[i].WS, Owner: owner, Lost: created > 0}
+	}
+	ranked := s.c.B().Sadd().Key(s.keys.RankedDirty()).Member(ids...).Build()
+	if !s.cluster {
+		cmds := make(rueidis.Commands, 0, 5*len(rs)+1)
+		for _, g := range groups {
+			cmds = append(cmds, g...)
+		}
+		res := s.c.DoMulti(ctx, append(cmds, ranked)...)
+		if err := firstError(res); err != nil {
+			return nil, err
+		}
+		at := 0
+		for i, g := range groups {
+			prior(i, res[at:at+len(g)])
+			at += len(g)
+		}
+		return priors, nil
+	}
+	if _, err := par.Errors(len(groups), s.opts.ParallelCalls, func(i int) error {
+		res := s.c.DoMulti(ctx, groups[i]...)
+		if err := firstError(res); err != nil {
+			return err
+		}
+		prior(i, res)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return priors, firstError(s.c.DoMulti(ctx, ranked))
+}
+
+// hourRankingCmds are the commands that write one ranking's changes and
+// its meta, all in the workspace's slot: first the meta's owner read,
+// last the meta's write.
+func (s *Store) hourRankingCmds(k int, r HourRanking) rueidis.Commands {
+	wk := s.keys.Workspace(r.WS)
+	top, meta := wk.Top(keys.Window1h), wk.TopMeta(keys.Window1h)
+	cmds := rueidis.Commands{s.c.B().Hget().Key(meta).Field("owner").Build()}
+	if r.Whole {
+		cmds = append(cmds, s.c.B().Multi().Build(), s.c.B().Del().Key(top).Build())
+	}
+	if len(r.Set) > 0 {
+		z := s.c.B().Zadd().Key(top).ScoreMember()
+		for _, e := range r.Set {
+			z = z.ScoreMember(float64(e.Count), e.Member)
+		}
+		cmds = append(cmds, z.Build())
+	}
+	if len(r.Left) > 0 {
+		cmds = append(cmds, s.c.B().Zrem().Key(top).Member(r.Left...).Build())
+	}
+	if r.Whole {
+		cmds = append(cmds, s.c.B().Exec().Build())
+	}
+	end := strconv.FormatInt(r.WindowEnd, 10)
+	return append(cmds, s.c.B().Hset().Key(meta).FieldValue().
+		FieldValue("computed_at", end).FieldValue("window_end", end).
+		FieldValue("window_start", strconv.FormatInt(r.WindowStart, 10)).FieldValue("k", strconv.Itoa(k)).
+		FieldValue("counts", "worker").FieldValue("owner", r.Owner).Build())
+}
+
+// firstError is the first error among a pipeline's replies; a nil reply
+// (the owner read of a meta with none) is none.
+func firstError(rs []rueidis.RedisResult) error {
+	for _, r := range rs {
+		if err := r.Error(); err != nil && !rueidis.IsRedisNil(err) {
+			return fmt.Errorf("store: hour rankings: %w", err)
+		}
+	}
+	return nil
+}
