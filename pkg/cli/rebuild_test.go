@@ -38,10 +38,10 @@ func redisSnapshot(t *testing.T, c rueidis.Client) map[string]string {
 	}
 	out := map[string]string{}
 	for _, k := range keys {
-		// Owner epochs count the takeovers of a partition, not its counts:
-		// a rebuild leaves them to the workers (keys.OwnerEpoch).
+		// A partition's owner token names a worker, not counts: a rebuild
+		// leaves it to the workers (keys.PartitionOwner).
 		if strings.HasSuffix(k, ":meta") || k == "topk:dirty" || strings.HasPrefix(k, "topk:beat:") || rollupKey.MatchString(k) ||
-			strings.HasPrefix(k, "topk:{g}:top:rising") || (strings.HasPrefix(k, "topk:own:") && strings.HasSuffix(k, ":epoch")) {
+			strings.HasPrefix(k, "topk:{g}:top:rising") || (strings.HasPrefix(k, "topk:own:") && strings.HasSuffix(k, ":owner")) {
 			continue
 		}
 		typ, err := c.Do(ctx, c.B().Type().Key(k).Build()).ToString()

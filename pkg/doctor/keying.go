@@ -2,10 +2,10 @@ package doctor
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -24,6 +24,7 @@ type keying struct {
 	unkeyed      int                // events not keyed by their workspace id
 	example      [2]string          // the first such event's key and workspace
 	partitions   map[string][]int32 // workspace -> the partitions its keyed events are in
+	partial      bool               // some partition's latest records were not all read in time
 }
 
 // keyingCheck reads up to o.KeyingSample of the events topic's latest records
@@ -44,7 +45,11 @@ func keyingCheck(ctx context.Context, o KafkaOptions, adm *kadm.Client) Check {
 		return check(Warn, "keying", "cannot read the latest records of %s: %v", o.Topic, err).because(
 			"The check reads them to see how producers key events; the Kafka user needs READ on the topic.")
 	}
-	return judgeKeying(k, o.WorkerHourCounts)
+	c := judgeKeying(k, o.WorkerHourCounts)
+	if k.partial && k.read > 0 {
+		c.Detail += fmt.Sprintf(" Judged on %d record(s): not every partition's latest came within --timeout (or its last offset is a transaction marker).", k.read)
+	}
+	return c
 }
 
 // latestRecords returns, for each partition of o.Topic with records, the
@@ -82,6 +87,10 @@ func latestRecords(ctx context.Context, o KafkaOptions, adm *kadm.Client) (map[i
 	return from, ends, nil
 }
 
+// keyingIdle ends the read of a sample whose partitions' last offsets
+// never come: a transaction's commit marker, or compacted records.
+const keyingIdle = 500 * time.Millisecond
+
 // readKeying reads each partition's records from from up to its end, or
 // what of them arrives within o.Timeout, and tallies how they are keyed.
 func readKeying(ctx context.Context, o KafkaOptions, from map[int32]kgo.Offset, ends map[int32]int64) (keying, error) {
@@ -97,13 +106,18 @@ func readKeying(ctx context.Context, o KafkaOptions, from map[int32]kgo.Offset, 
 	defer cl.Close()
 	step, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	left := len(ends)
-	for left > 0 {
-		fetches := cl.PollFetches(step)
-		if step.Err() != nil {
-			break // judge what was read
+	for len(ends) > 0 && step.Err() == nil {
+		wait, stop := step, context.CancelFunc(func() {})
+		if k.read > 0 {
+			wait, stop = context.WithTimeout(step, keyingIdle)
 		}
-		if err := fetches.Err0(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		fetches := cl.PollFetches(wait)
+		idle := wait.Err() != nil
+		stop()
+		if idle {
+			break // or out of time: judge what was read
+		}
+		if err := fetches.Err0(); err != nil {
 			return k, err
 		}
 		fetches.EachRecord(func(r *kgo.Record) {
@@ -114,10 +128,10 @@ func readKeying(ctx context.Context, o KafkaOptions, from map[int32]kgo.Offset, 
 			k.add(r)
 			if r.Offset == end-1 {
 				delete(ends, r.Partition)
-				left--
 			}
 		})
 	}
+	k.partial = len(ends) > 0
 	return k, nil
 }
 
@@ -171,7 +185,12 @@ func (k keying) split() (int, string) {
 // judgeKeying turns a tally into the check: worker says whether the
 // workers own the hour counts (--hour-counts worker).
 func judgeKeying(k keying, worker bool) Check {
-	if k.events == 0 {
+	switch {
+	case k.read == 0 && k.partial:
+		return check(Warn, "keying", "no record of the latest read within --timeout").because(
+			"The check reads them to see how producers key events (--hour-counts worker needs every record keyed by its workspace id); " +
+				"check that the Kafka user may read the topic, or give a longer --timeout.")
+	case k.events == 0:
 		return check(OK, "keying", "no event among the latest %d record(s) to judge how they are keyed", k.read).because(
 			"--hour-counts worker needs every record keyed by its workspace id.")
 	}

@@ -104,3 +104,39 @@ func TestKeying(t *testing.T) {
 		t.Errorf("a sample of 8 over 4 partitions judged %v events, want 8: %s", m, c.Message)
 	}
 }
+
+// A partition whose last offset is a transaction's commit marker, which
+// no fetch returns: the check ends once the records stop coming, and
+// judges them, instead of waiting out --timeout.
+func TestKeyingTransactionalTail(t *testing.T) {
+	k := testenv.Kafka(t, map[string]int32{events: 1, events + ".dlq": 1})
+	brokers := k.ListenAddrs()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.TransactionalID("doctor-test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for _, ws := range []string{"w1", "w2", "w3"} {
+		v := fmt.Sprintf(`{"workspace_id":%q,"channel_id":"c1","ts":%d}`, ws, time.Now().UnixMilli())
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: events, Key: []byte(ws), Value: []byte(v)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	o := kafkaOptions(brokers)
+	o.ActivityTopic, o.Timeout = "", 20*time.Second
+	start := time.Now()
+	c := find(t, doctor.CheckKafka(ctx, o), "keying")
+	took := time.Since(start)
+	t.Logf("%s: %s (%s) in %s", c.Level, c.Message, c.Detail, took)
+	expect(t, c, doctor.OK, "the latest 3 events are keyed by their workspace id")
+	if took > o.Timeout/2 {
+		t.Errorf("the check took %s of its %s timeout: it waited for the commit marker", took, o.Timeout)
+	}
+}

@@ -44,9 +44,9 @@ type ownedHour struct {
 	// slide, by source: recovered again once the holds landed (then the
 	// buckets hold every count).
 	redo map[string]string
-	// epochs are the owner epochs taken for the sources recovered
+	// tokens are the owner tokens taken for the sources recovered
 	// (store.TakeOwnership), which the rankings' writes carry.
-	epochs map[string]int64
+	tokens map[string]string
 }
 
 type ownedWS struct {
@@ -80,7 +80,7 @@ func (own *ownedWS) landedThrough(source string) int64 {
 func newOwnedHour(st *store.Store, k int, skew time.Duration, log *slog.Logger) *ownedHour {
 	return &ownedHour{st: st, win: st.Window(), k: k, skew: skew, log: log, ws: map[string]*ownedWS{},
 		moved: map[string]bool{}, sources: map[string]map[string]bool{}, pending: map[string]bool{}, gone: map[string]bool{}, redo: map[string]string{},
-		epochs: map[string]int64{}}
+		tokens: map[string]string{}}
 }
 
 // minutes are the minutes a recovery reads at now: those the windows hold
@@ -170,7 +170,7 @@ func (o *ownedHour) changes(parts map[topicPartition]*part, now time.Time) []sto
 		if ch.Empty() && !own.meta {
 			return
 		}
-		r := store.HourRanking{WS: ws, Left: ch.Left, Whole: ch.Whole, WindowStart: start, WindowEnd: end, Owner: o.token(own.source)}
+		r := store.HourRanking{WS: ws, Left: ch.Left, Whole: ch.Whole, WindowStart: start, WindowEnd: end, Owner: o.tokens[own.source]}
 		for _, e := range ch.Set {
 			r.Set = append(r.Set, store.RankedCount{Member: e.Member, Count: e.Count})
 		}

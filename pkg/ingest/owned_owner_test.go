@@ -76,3 +76,79 @@ func TestOwnedHourWrittenOverFoundAtTheSlide(t *testing.T) {
 		t.Fatalf("after the new owner's slide: %s, want [x:7]", a)
 	}
 }
+
+// A dropped worker whose first write after the takeover is whole (a
+// minute left its window and emptied it) stops there too, and does not
+// drop the workspace from the partition's set, which the new owner
+// holds (its next owner would not have recovered it while idle).
+func TestOwnedHourDroppedWorkerStopsAtAWholeWrite(t *testing.T) {
+	r, clock := newRig(t, testenv.Client(t, testenv.Redis(t).Addr()))
+	w1 := r.sink()
+	r.add(w1, 0, "a", "x", 3)
+	if err := r.write(w1); err != nil {
+		t.Fatal(err)
+	}
+	start := *clock
+	*clock = start.Add(time.Minute)
+	w2 := r.sink()
+	w2.PartitionsAssigned(map[string][]int32{"events": {0}})
+	r.add(w2, 0, "a", "y", 1)
+	if err := r.write(w2); err != nil {
+		t.Fatal(err)
+	}
+	*clock = start.Add(time.Hour) // x's minute leaves: w1's window of a is empty
+	if _, err := w1.Write(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	owned, err := r.c.Do(context.Background(), r.c.B().Sismember().Key(r.ks.OwnedBy("events/0")).Member("a").Build()).AsBool()
+	if err != nil || !owned {
+		t.Fatalf("a in the partition's set after the dropped worker's slide: %v (%v), want it kept for its owner", owned, err)
+	}
+	if _, err := w2.Write(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if a := r.top("a"); a != "[y:1]" {
+		t.Fatalf("after the owner's slide: %s, want [y:1]", a)
+	}
+}
+
+// After Redis lost its data, the partition's owner is the last worker to
+// take it over, whatever a dropped worker took before: the owner writes
+// the ranking the dropped worker wrote over whole again, and the dropped
+// one stops. (Counted epochs started again from 1 after the loss, the
+// dropped worker's own: neither could tell the other.)
+func TestOwnedHourOwnerAfterRedisLostItsData(t *testing.T) {
+	r, _ := newRig(t, testenv.Client(t, testenv.Redis(t).Addr()))
+	w1 := r.sink()
+	r.add(w1, 0, "a", "x", 3)
+	if err := r.write(w1); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.c.Do(context.Background(), r.c.B().Flushall().Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	w2 := r.sink()
+	w2.PartitionsAssigned(map[string][]int32{"events": {0}})
+	r.add(w2, 0, "a", "x", 2)
+	if err := r.write(w2); err != nil {
+		t.Fatal(err)
+	}
+	r.add(w1, 0, "a", "y", 5) // the dropped worker writes on
+	if err := r.write(w1); err != nil {
+		t.Fatal(err)
+	}
+	r.add(w2, 0, "a", "x", 1)
+	if err := r.write(w2); err != nil {
+		t.Fatal(err)
+	}
+	if a := r.top("a"); a != "[x:3]" {
+		t.Fatalf("the owner's ranking: %s, want [x:3]", a)
+	}
+	r.add(w1, 0, "a", "z", 9)
+	if err := r.write(w1); err != nil {
+		t.Fatal(err)
+	}
+	if a := r.top("a"); a != "[x:3]" {
+		t.Fatalf("after the dropped worker's next batch: %s, want [x:3]", a)
+	}
+}

@@ -41,14 +41,14 @@ func (o *ownedHour) recoverNew(ctx context.Context, parts map[topicPartition]*pa
 		}
 	}
 	for source := range whole {
-		// The epoch before the reads: a write of the last owner's that
-		// lands after them names an earlier one (owned_owner.go).
-		if o.epochs[source] == 0 {
-			epoch, err := o.st.TakeOwnership(ctx, source)
+		// The token before the reads: a write of the last owner's that
+		// lands after them carries another (owned_owner.go).
+		if o.tokens[source] == "" {
+			token, err := o.st.TakeOwnership(ctx, source)
 			if err != nil {
 				return err
 			}
-			o.epochs[source] = epoch
+			o.tokens[source] = token
 		}
 		owned, err := o.st.Owned(ctx, source)
 		if err != nil {
@@ -156,7 +156,7 @@ func (o *ownedHour) applyMoves() {
 }
 
 // move forgets what was kept of source, and records it as assigned
-// (ours: to recover whole, with a new owner epoch) or given up.
+// (ours: to recover whole, with a new owner token) or given up.
 func (o *ownedHour) move(source string, ours bool) {
 	for ws, own := range o.ws {
 		if own.source == source {
@@ -169,7 +169,7 @@ func (o *ownedHour) move(source string, ours bool) {
 		}
 	}
 	delete(o.sources, source)
-	delete(o.epochs, source)
+	delete(o.tokens, source)
 	if ours {
 		o.pending[source] = true
 		delete(o.gone, source)

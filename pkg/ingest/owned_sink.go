@@ -29,20 +29,26 @@ func (s *channelSink) writeOwned(ctx context.Context, b *sealedBatch) error {
 
 // writeRankings writes the owned hour counts' rankings rs, and records
 // the outcome (ownedHour.written). Rankings another writer wrote over, or
-// Redis lost, are written again whole at once (ownedHour.judge).
+// Redis lost, are written again whole at once (ownedHour.judge); written
+// over again, at the next write.
 func (s *channelSink) writeRankings(ctx context.Context, rs []store.HourRanking) error {
-	priors, err := s.st.WriteHourRankings(ctx, s.own.k, rs)
-	s.own.written(rs, err)
-	if err != nil || !s.own.judge(rs, priors) {
+	again, err := s.writeJudged(ctx, rs)
+	if err != nil || !again {
 		return err
 	}
-	rs = s.own.changes(nil, s.now())
-	priors, err = s.st.WriteHourRankings(ctx, s.own.k, rs)
-	s.own.written(rs, err)
-	if err == nil {
-		s.own.judge(rs, priors) // written over again: at the next write
-	}
+	_, err = s.writeJudged(ctx, s.own.changes(nil, s.now()))
 	return err
+}
+
+// writeJudged writes rankings rs and says whether some is to write whole
+// again now.
+func (s *channelSink) writeJudged(ctx context.Context, rs []store.HourRanking) (again bool, err error) {
+	priors, err := s.st.WriteHourRankings(ctx, s.own.k, rs)
+	s.own.written(rs, err)
+	if err != nil {
+		return false, err
+	}
+	return s.own.judge(ctx, rs, priors)
 }
 
 // slideOwned takes the minutes that left the window out of the owned hour

@@ -1,14 +1,14 @@
 package store
 
 // The hour rankings a worker that owns its workspaces' hour counts writes
-// (docs/owned-hour.md), and the owner epochs that tell two writers of one
+// (docs/owned-hour.md), and the owner tokens that tell two writers of one
 // ranking apart.
 
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
-	"strings"
 
 	"github.com/redis/rueidis"
 
@@ -19,7 +19,7 @@ import (
 // HourRanking is a ranking's changes that a worker owning the workspace's
 // hour counts writes (hourwin.Changes, by value: store does not import
 // hourwin): members set, members gone, or the whole ranking in Set,
-// highest first, when Whole. Owner is the writer's token (OwnerToken),
+// highest first, when Whole. Owner is the writer's token (TakeOwnership),
 // recorded in the ranking's meta.
 type HourRanking struct {
 	WS                     string
@@ -46,34 +46,30 @@ type Prior struct {
 	Lost  bool
 }
 
-// TakeOwnership returns a new owner epoch of source ("<topic>/<partition>"),
-// higher than every one taken before (keys.OwnerEpoch). A worker takes one
-// when it recovers a partition and writes the partition's rankings with
-// OwnerToken(source, epoch): a worker the group dropped, still writing,
-// then finds a later epoch in a ranking's meta (Prior), and a worker whose
-// ranking another wrote over finds a token not its own.
-func (s *Store) TakeOwnership(ctx context.Context, source string) (int64, error) {
-	epoch, err := s.c.Do(ctx, s.c.B().Incrby().Key(s.keys.OwnerEpoch(source)).Increment(1).Build()).AsInt64()
-	if err != nil {
-		return 0, fmt.Errorf("store: owner epoch of %s: %w", source, err)
+// TakeOwnership returns a new owner token of source ("<topic>/<partition>",
+// then a random number) and records it as the partition's owner
+// (keys.PartitionOwner): the last worker to take the partition over owns
+// it, whatever Redis forgot before. The worker stamps the rankings it
+// writes with the token: a worker the group dropped, still writing, then
+// finds another token in a ranking's meta (Prior) and another owner of
+// its partition (PartitionOwner), and a worker whose ranking another
+// wrote over finds another token there and itself the owner.
+func (s *Store) TakeOwnership(ctx context.Context, source string) (string, error) {
+	token := source + "@" + strconv.FormatUint(rand.Uint64(), 36)
+	if err := s.c.Do(ctx, s.c.B().Set().Key(s.keys.PartitionOwner(source)).Value(token).Build()).Error(); err != nil {
+		return "", fmt.Errorf("store: owner of %s: %w", source, err)
 	}
-	return epoch, nil
+	return token, nil
 }
 
-// OwnerToken is how a ranking's meta names its writer: its source and
-// owner epoch.
-func OwnerToken(source string, epoch int64) string {
-	return source + "@" + strconv.FormatInt(epoch, 10)
-}
-
-// ParseOwnerToken splits an OwnerToken; ok is false for anything else.
-func ParseOwnerToken(token string) (source string, epoch int64, ok bool) {
-	i := strings.LastIndexByte(token, '@')
-	if i < 0 {
-		return "", 0, false
+// PartitionOwner returns the token of the worker that took source over
+// last ("" when none did since Redis lost its data).
+func (s *Store) PartitionOwner(ctx context.Context, source string) (string, error) {
+	token, err := s.c.Do(ctx, s.c.B().Get().Key(s.keys.PartitionOwner(source)).Build()).ToString()
+	if err != nil && !rueidis.IsRedisNil(err) {
+		return "", fmt.Errorf("store: owner of %s: %w", source, err)
 	}
-	epoch, err := strconv.ParseInt(token[i+1:], 10, 64)
-	return token[:i], epoch, err == nil
+	return token, nil
 }
 
 // WriteHourRankings writes rankings' changes to the cached hour rankings

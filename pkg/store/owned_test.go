@@ -132,12 +132,14 @@ func TestOwnedHourUnderTheWorkerACL(t *testing.T) {
 	}
 	r1 := store.HourRanking{WS: "a", Whole: true, Set: []store.RankedCount{{Member: "x", Count: 2}}, WindowEnd: time.Now().UnixMilli()}
 	r2 := store.HourRanking{WS: "a", Set: []store.RankedCount{{Member: "y", Count: 1}}, Left: []string{"x"}, WindowEnd: time.Now().UnixMilli()}
-	epoch, err := st.TakeOwnership(ctx, "events/0")
+	token, err := st.TakeOwnership(ctx, "events/0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	r1.Owner = store.OwnerToken("events/0", epoch)
-	r2.Owner = r1.Owner
+	if owner, err := st.PartitionOwner(ctx, "events/0"); err != nil || owner != token {
+		t.Fatalf("owner %q (%v), want %q", owner, err, token)
+	}
+	r1.Owner, r2.Owner = token, token
 	if _, err := st.WriteHourRankings(ctx, 3, []store.HourRanking{r1}); err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +152,7 @@ func TestOwnedHourUnderTheWorkerACL(t *testing.T) {
 // meta held before, and whether the meta lacked the worker's fields
 // (Redis lost the ranking, or the scheduler wrote it before the workers
 // owned the hour), on one Redis and on a Cluster, where each workspace
-// goes in its own pipeline. Owner epochs of a source only grow.
+// goes in its own pipeline. The last worker to take a partition over owns it.
 func TestWriteHourRankingsTellsLostRankings(t *testing.T) {
 	for name, addr := range map[string]func() string{
 		"standalone": func() string { return testenv.Redis(t).Addr() },
@@ -161,18 +163,18 @@ func TestWriteHourRankingsTellsLostRankings(t *testing.T) {
 			c := testenv.Client(t, addr())
 			st := store.New(c, keys.New(""), window.Hour, store.Options{})
 			end := time.Now().UnixMilli()
-			e1, err1 := st.TakeOwnership(ctx, "t/0")
-			e2, err2 := st.TakeOwnership(ctx, "t/0")
-			if err1 != nil || err2 != nil || e2 <= e1 {
-				t.Fatalf("epochs %d then %d (%v, %v): want them to grow", e1, e2, err1, err2)
+			t1, err1 := st.TakeOwnership(ctx, "t/0")
+			t2, err2 := st.TakeOwnership(ctx, "t/0")
+			owner, err3 := st.PartitionOwner(ctx, "t/0")
+			if err1 != nil || err2 != nil || err3 != nil || t1 == t2 || owner != t2 || !strings.HasPrefix(t2, "t/0@") {
+				t.Fatalf("tokens %q then %q, owner %q (%v %v %v): want two tokens of t/0, the last the owner", t1, t2, owner, err1, err2, err3)
 			}
-			if source, epoch, ok := store.ParseOwnerToken(store.OwnerToken("t/0", e2)); !ok || source != "t/0" || epoch != e2 {
-				t.Fatalf("token parsed as %q %d %v", source, epoch, ok)
+			if owner, err := st.PartitionOwner(ctx, "t/1"); err != nil || owner != "" {
+				t.Fatalf("owner of a partition never taken: %q (%v)", owner, err)
 			}
 			var rs []store.HourRanking
 			for _, ws := range []string{"a", "b", "c"} {
-				rs = append(rs, store.HourRanking{WS: ws, Whole: true, Set: []store.RankedCount{{Member: "x", Count: 2}}, WindowEnd: end,
-					Owner: store.OwnerToken("t/0", e2)})
+				rs = append(rs, store.HourRanking{WS: ws, Whole: true, Set: []store.RankedCount{{Member: "x", Count: 2}}, WindowEnd: end, Owner: t2})
 			}
 			if p, err := st.WriteHourRankings(ctx, 3, rs); err != nil || p[0].Owner != "" || !p[0].Lost {
 				t.Fatalf("first whole rankings: %+v (%v), want no owner before", p, err)
