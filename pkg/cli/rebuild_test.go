@@ -38,10 +38,8 @@ func redisSnapshot(t *testing.T, c rueidis.Client) map[string]string {
 	}
 	out := map[string]string{}
 	for _, k := range keys {
-		// A partition's owner token names a worker, not counts: a rebuild
-		// leaves it to the workers (keys.PartitionOwner).
 		if strings.HasSuffix(k, ":meta") || k == "topk:dirty" || strings.HasPrefix(k, "topk:beat:") || rollupKey.MatchString(k) ||
-			strings.HasPrefix(k, "topk:{g}:top:rising") || (strings.HasPrefix(k, "topk:own:") && strings.HasSuffix(k, ":owner")) {
+			strings.HasPrefix(k, "topk:{g}:top:rising") {
 			continue
 		}
 		typ, err := c.Do(ctx, c.B().Type().Key(k).Build()).ToString()

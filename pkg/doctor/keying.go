@@ -114,10 +114,7 @@ func readKeying(ctx context.Context, o KafkaOptions, from map[int32]kgo.Offset, 
 		fetches := cl.PollFetches(wait)
 		idle := wait.Err() != nil
 		stop()
-		if idle {
-			break // or out of time: judge what was read
-		}
-		if err := fetches.Err0(); err != nil {
+		if err := fetches.Err0(); err != nil && !idle {
 			return k, err
 		}
 		fetches.EachRecord(func(r *kgo.Record) {
@@ -130,6 +127,9 @@ func readKeying(ctx context.Context, o KafkaOptions, from map[int32]kgo.Offset, 
 				delete(ends, r.Partition)
 			}
 		})
+		if idle {
+			break // or out of time: judge what was read
+		}
 	}
 	k.partial = len(ends) > 0
 	return k, nil

@@ -44,9 +44,11 @@ type ownedHour struct {
 	// slide, by source: recovered again once the holds landed (then the
 	// buckets hold every count).
 	redo map[string]string
-	// tokens are the owner tokens taken for the sources recovered
-	// (store.TakeOwnership), which the rankings' writes carry.
-	tokens map[string]string
+	// tokens are the owner tokens of the sources recovered, which the
+	// rankings' writes carry (store.OwnerToken, owned_owner.go), and at
+	// when each was assigned (set under movedMu, with moved).
+	tokens     map[string]string
+	assignedAt map[string]time.Time
 }
 
 type ownedWS struct {
@@ -80,7 +82,7 @@ func (own *ownedWS) landedThrough(source string) int64 {
 func newOwnedHour(st *store.Store, k int, skew time.Duration, log *slog.Logger) *ownedHour {
 	return &ownedHour{st: st, win: st.Window(), k: k, skew: skew, log: log, ws: map[string]*ownedWS{},
 		moved: map[string]bool{}, sources: map[string]map[string]bool{}, pending: map[string]bool{}, gone: map[string]bool{}, redo: map[string]string{},
-		tokens: map[string]string{}}
+		tokens: map[string]string{}, assignedAt: map[string]time.Time{}}
 }
 
 // minutes are the minutes a recovery reads at now: those the windows hold

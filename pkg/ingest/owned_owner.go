@@ -7,62 +7,73 @@ package ingest
 // partition count change gives a workspace's records, and ranking, two
 // owners. Writes are not refused (a check in a script would cost every
 // write), so each write reads the owner token its ranking's meta held
-// before it (store.Prior). Another token there sends the worker to its
-// partition's owner (store.PartitionOwner): not itself, the group
-// dropped it, and it stops writing the partition; itself, a stale writer
-// wrote over the ranking since this worker's last write, and it writes
-// the ranking whole again. A ranking with no record coming is found at
-// the next slide, within a minute, which writes every ranking's meta.
+// before it (store.Prior). A token of the same partition assigned later
+// means the group dropped this worker, which stops writing the
+// partition; any other token means a stale writer wrote over the ranking
+// since this worker's last write, and it writes the ranking whole again.
+// A ranking with no record coming is found at the next slide, within a
+// minute, which writes every ranking's meta.
 
 import (
-	"context"
+	"time"
 
 	"github.com/topk-dev/topk/pkg/store"
 )
 
+// takenAt is when source was assigned to this worker: at its assignment
+// (PartitionsAssigned), or now for a partition first seen by its records.
+func (o *ownedHour) takenAt(source string, now time.Time) time.Time {
+	o.movedMu.Lock()
+	defer o.movedMu.Unlock()
+	if at, ok := o.assignedAt[source]; ok {
+		return at
+	}
+	return now
+}
+
 // judge takes in what the metas of the rankings rs held before their
 // write, and says whether some ranking is to write whole again now.
-func (o *ownedHour) judge(ctx context.Context, rs []store.HourRanking, priors []store.Prior) (again bool, err error) {
+func (o *ownedHour) judge(rs []store.HourRanking, priors []store.Prior) (again bool) {
 	var lost, over []string
-	dropped := map[string]bool{}
-	owner := map[string]string{} // source: its owner token, read once
+	dropped := map[string]string{} // source: the later owner's token
 	for i, p := range priors {
 		own := o.ws[p.WS]
-		if own == nil || dropped[own.source] {
+		if own == nil || dropped[own.source] != "" {
 			continue
 		}
 		mine := o.tokens[own.source]
-		if p.Lost || p.Owner == mine {
+		switch {
+		case p.Lost || p.Owner == mine:
 			if p.Lost && !rs[i].Whole {
 				lost = append(lost, p.WS)
 			}
-			continue
-		}
-		if _, ok := owner[own.source]; !ok {
-			if owner[own.source], err = o.st.PartitionOwner(ctx, own.source); err != nil {
-				return false, err
-			}
-		}
-		switch token := owner[own.source]; {
-		case token != "" && token != mine:
-			dropped[own.source] = true
+		case later(p.Owner, mine):
+			dropped[own.source] = p.Owner
 		case !rs[i].Whole:
 			// A whole write follows a recovery, after the last owner's:
 			// its token is expected there.
 			over = append(over, p.WS)
 		}
 	}
-	for source := range dropped {
-		o.drop(source, owner[source])
+	for source, token := range dropped {
+		o.drop(source, token)
 	}
 	again = o.rewrite(lost, "hour rankings were missing from Redis, or lacked a worker's meta: written whole again; "+
 		"if Redis restarted empty, topk rebuild restores the buckets, rollups and global view")
 	return o.rewrite(over, "another writer wrote over hour rankings (a worker dropped from the group, "+
-		"or a workspace in two partitions): written whole again") || again, nil
+		"or a workspace in two partitions): written whole again") || again
 }
 
-// drop stops writing source's rankings: another worker took it over
-// since this one did (token).
+// later says whether owner token theirs names an owner of mine's
+// partition assigned it after mine.
+func later(theirs, mine string) bool {
+	source, at, ok := store.ParseOwnerToken(theirs)
+	mySource, myAt, myOK := store.ParseOwnerToken(mine)
+	return ok && myOK && source == mySource && at > myAt
+}
+
+// drop stops writing source's rankings: another worker was assigned it
+// since this one was (token).
 func (o *ownedHour) drop(source, token string) {
 	o.movedMu.Lock()
 	ours, moved := o.moved[source]

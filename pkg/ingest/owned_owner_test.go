@@ -20,6 +20,7 @@ func droppedWorker(t *testing.T) (r *rig, clock *time.Time, w1, w2 *channelSink)
 		t.Fatal(err)
 	}
 	r.add(w1, 0, "a", "x", 2) // polled; then w1 pauses past its session
+	*clock = clock.Add(time.Second)
 	w2 = r.sink()
 	w2.PartitionsAssigned(map[string][]int32{"events": {0}})
 	r.off[0] = 3 // from w1's last commit
@@ -112,13 +113,13 @@ func TestOwnedHourDroppedWorkerStopsAtAWholeWrite(t *testing.T) {
 	}
 }
 
-// After Redis lost its data, the partition's owner is the last worker to
-// take it over, whatever a dropped worker took before: the owner writes
-// the ranking the dropped worker wrote over whole again, and the dropped
-// one stops. (Counted epochs started again from 1 after the loss, the
-// dropped worker's own: neither could tell the other.)
+// After Redis lost its data, the partition's owner is still the worker
+// assigned it last: it writes the ranking the dropped worker wrote over
+// whole again, and the dropped one stops. (Epochs counted in Redis
+// started again from 1 after the loss, the dropped worker's own: neither
+// could tell the other.)
 func TestOwnedHourOwnerAfterRedisLostItsData(t *testing.T) {
-	r, _ := newRig(t, testenv.Client(t, testenv.Redis(t).Addr()))
+	r, clock := newRig(t, testenv.Client(t, testenv.Redis(t).Addr()))
 	w1 := r.sink()
 	r.add(w1, 0, "a", "x", 3)
 	if err := r.write(w1); err != nil {
@@ -127,6 +128,7 @@ func TestOwnedHourOwnerAfterRedisLostItsData(t *testing.T) {
 	if err := r.c.Do(context.Background(), r.c.B().Flushall().Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
+	*clock = clock.Add(time.Second)
 	w2 := r.sink()
 	w2.PartitionsAssigned(map[string][]int32{"events": {0}})
 	r.add(w2, 0, "a", "x", 2)
@@ -150,5 +152,43 @@ func TestOwnedHourOwnerAfterRedisLostItsData(t *testing.T) {
 	}
 	if a := r.top("a"); a != "[x:3]" {
 		t.Fatalf("after the dropped worker's next batch: %s, want [x:3]", a)
+	}
+}
+
+// A dropped worker whose first write of a partition comes after the new
+// owner's (it was assigned the partition, then paused before it recovered
+// it) still yields: owners are ordered by when they were assigned, not by
+// when they wrote. (With the partition's owner a key that each recovery
+// set, its late recovery took the partition from the owner, which
+// stopped writing it.)
+func TestOwnedHourLateRecoveryOfADroppedWorker(t *testing.T) {
+	r, clock := newRig(t, testenv.Client(t, testenv.Redis(t).Addr()))
+	w1 := r.sink()
+	w1.PartitionsAssigned(map[string][]int32{"events": {0}})
+	r.add(w1, 0, "a", "x", 2) // polled; then w1 pauses past its session
+	*clock = clock.Add(time.Second)
+	w2 := r.sink()
+	w2.PartitionsAssigned(map[string][]int32{"events": {0}})
+	r.off[0] = 0
+	r.add(w2, 0, "a", "x", 3)
+	if err := r.write(w2); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.write(w1); err != nil { // w1 wakes up: recovers, then writes
+		t.Fatal(err)
+	}
+	r.add(w2, 0, "a", "y", 1)
+	if err := r.write(w2); err != nil {
+		t.Fatal(err)
+	}
+	if a := r.top("a"); a != "[x:3 y:1]" {
+		t.Fatalf("the owner's ranking: %s, want [x:3 y:1]", a)
+	}
+	r.add(w1, 0, "a", "z", 9)
+	if err := r.write(w1); err != nil {
+		t.Fatal(err)
+	}
+	if a := r.top("a"); a != "[x:3 y:1]" {
+		t.Fatalf("after the dropped worker's next batch: %s, want [x:3 y:1]", a)
 	}
 }

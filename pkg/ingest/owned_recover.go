@@ -41,14 +41,8 @@ func (o *ownedHour) recoverNew(ctx context.Context, parts map[topicPartition]*pa
 		}
 	}
 	for source := range whole {
-		// The token before the reads: a write of the last owner's that
-		// lands after them carries another (owned_owner.go).
 		if o.tokens[source] == "" {
-			token, err := o.st.TakeOwnership(ctx, source)
-			if err != nil {
-				return err
-			}
-			o.tokens[source] = token
+			o.tokens[source] = store.OwnerToken(source, o.takenAt(source, now))
 		}
 		owned, err := o.st.Owned(ctx, source)
 		if err != nil {

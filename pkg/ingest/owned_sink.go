@@ -48,7 +48,7 @@ func (s *channelSink) writeJudged(ctx context.Context, rs []store.HourRanking) (
 	if err != nil {
 		return false, err
 	}
-	return s.own.judge(ctx, rs, priors)
+	return s.own.judge(rs, priors), nil
 }
 
 // slideOwned takes the minutes that left the window out of the owned hour
@@ -116,9 +116,16 @@ func (s *channelSink) moved(parts map[string][]int32, ours bool) {
 	}
 	s.own.movedMu.Lock()
 	defer s.own.movedMu.Unlock()
+	now := s.now()
 	for topic, ps := range parts {
 		for _, p := range ps {
-			s.own.moved[topicPartition{topic, p}.source()] = ours
+			source := topicPartition{topic, p}.source()
+			s.own.moved[source] = ours
+			if ours {
+				s.own.assignedAt[source] = now
+			} else {
+				delete(s.own.assignedAt, source)
+			}
 		}
 	}
 }

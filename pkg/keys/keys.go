@@ -119,13 +119,6 @@ func (s Space) RankedDirty() string { return s.prefix + ":dirty:ranked" }
 // that their rankings keep sliding.
 func (s Space) OwnedBy(source string) string { return s.prefix + ":own:" + source }
 
-// PartitionOwner is the owner token (a string) of the worker that took
-// source's workspaces over last: each worker that recovers the partition
-// sets it, and stamps the hour rankings it writes with it
-// (store.TakeOwnership). Topic names have no ':', so it cannot be another
-// source's OwnedBy.
-func (s Space) PartitionOwner(source string) string { return s.prefix + ":own:" + source + ":owner" }
-
 // MinuteWorkspaces is the set of workspaces with a bucket for unix minute m,
 // so the scheduler knows whose window shrinks when m leaves it.
 func (s Space) MinuteWorkspaces(m int64) string { return s.prefix + ":mws:" + strconv.FormatInt(m, 10) }

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/redis/rueidis"
 
@@ -19,7 +21,7 @@ import (
 // HourRanking is a ranking's changes that a worker owning the workspace's
 // hour counts writes (hourwin.Changes, by value: store does not import
 // hourwin): members set, members gone, or the whole ranking in Set,
-// highest first, when Whole. Owner is the writer's token (TakeOwnership),
+// highest first, when Whole. Owner is the writer's token (OwnerToken),
 // recorded in the ranking's meta.
 type HourRanking struct {
 	WS                     string
@@ -46,30 +48,26 @@ type Prior struct {
 	Lost  bool
 }
 
-// TakeOwnership returns a new owner token of source ("<topic>/<partition>",
-// then a random number) and records it as the partition's owner
-// (keys.PartitionOwner): the last worker to take the partition over owns
-// it, whatever Redis forgot before. The worker stamps the rankings it
-// writes with the token: a worker the group dropped, still writing, then
-// finds another token in a ranking's meta (Prior) and another owner of
-// its partition (PartitionOwner), and a worker whose ranking another
-// wrote over finds another token there and itself the owner.
-func (s *Store) TakeOwnership(ctx context.Context, source string) (string, error) {
-	token := source + "@" + strconv.FormatUint(rand.Uint64(), 36)
-	if err := s.c.Do(ctx, s.c.B().Set().Key(s.keys.PartitionOwner(source)).Value(token).Build()).Error(); err != nil {
-		return "", fmt.Errorf("store: owner of %s: %w", source, err)
-	}
-	return token, nil
+// OwnerToken names a worker that owns source's workspaces since at (when
+// it was assigned the partition), in the meta of every ranking it writes:
+// "<topic>/<partition>@<unix ns>.<random>". Two tokens of one partition
+// order its owners by when they were assigned it, a wall clock's order,
+// which neither a Redis that lost or rolled back its data nor a consumer
+// group started again can reverse (as a counter in Redis or the group's
+// generation could).
+func OwnerToken(source string, at time.Time) string {
+	return source + "@" + strconv.FormatInt(at.UnixNano(), 10) + "." + strconv.FormatUint(rand.Uint64(), 36)
 }
 
-// PartitionOwner returns the token of the worker that took source over
-// last ("" when none did since Redis lost its data).
-func (s *Store) PartitionOwner(ctx context.Context, source string) (string, error) {
-	token, err := s.c.Do(ctx, s.c.B().Get().Key(s.keys.PartitionOwner(source)).Build()).ToString()
-	if err != nil && !rueidis.IsRedisNil(err) {
-		return "", fmt.Errorf("store: owner of %s: %w", source, err)
+// ParseOwnerToken returns an OwnerToken's partition and assignment time.
+func ParseOwnerToken(token string) (source string, at int64, ok bool) {
+	i := strings.LastIndexByte(token, '@')
+	if i < 0 {
+		return "", 0, false
 	}
-	return token, nil
+	ns, _, found := strings.Cut(token[i+1:], ".")
+	at, err := strconv.ParseInt(ns, 10, 64)
+	return token[:i], at, found && err == nil
 }
 
 // WriteHourRankings writes rankings' changes to the cached hour rankings

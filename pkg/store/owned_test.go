@@ -132,13 +132,7 @@ func TestOwnedHourUnderTheWorkerACL(t *testing.T) {
 	}
 	r1 := store.HourRanking{WS: "a", Whole: true, Set: []store.RankedCount{{Member: "x", Count: 2}}, WindowEnd: time.Now().UnixMilli()}
 	r2 := store.HourRanking{WS: "a", Set: []store.RankedCount{{Member: "y", Count: 1}}, Left: []string{"x"}, WindowEnd: time.Now().UnixMilli()}
-	token, err := st.TakeOwnership(ctx, "events/0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if owner, err := st.PartitionOwner(ctx, "events/0"); err != nil || owner != token {
-		t.Fatalf("owner %q (%v), want %q", owner, err, token)
-	}
+	token := store.OwnerToken("events/0", time.Now())
 	r1.Owner, r2.Owner = token, token
 	if _, err := st.WriteHourRankings(ctx, 3, []store.HourRanking{r1}); err != nil {
 		t.Fatal(err)
@@ -152,7 +146,8 @@ func TestOwnedHourUnderTheWorkerACL(t *testing.T) {
 // meta held before, and whether the meta lacked the worker's fields
 // (Redis lost the ranking, or the scheduler wrote it before the workers
 // owned the hour), on one Redis and on a Cluster, where each workspace
-// goes in its own pipeline. The last worker to take a partition over owns it.
+// goes in its own pipeline; and owner tokens parse back to their
+// partition and time.
 func TestWriteHourRankingsTellsLostRankings(t *testing.T) {
 	for name, addr := range map[string]func() string{
 		"standalone": func() string { return testenv.Redis(t).Addr() },
@@ -163,14 +158,13 @@ func TestWriteHourRankingsTellsLostRankings(t *testing.T) {
 			c := testenv.Client(t, addr())
 			st := store.New(c, keys.New(""), window.Hour, store.Options{})
 			end := time.Now().UnixMilli()
-			t1, err1 := st.TakeOwnership(ctx, "t/0")
-			t2, err2 := st.TakeOwnership(ctx, "t/0")
-			owner, err3 := st.PartitionOwner(ctx, "t/0")
-			if err1 != nil || err2 != nil || err3 != nil || t1 == t2 || owner != t2 || !strings.HasPrefix(t2, "t/0@") {
-				t.Fatalf("tokens %q then %q, owner %q (%v %v %v): want two tokens of t/0, the last the owner", t1, t2, owner, err1, err2, err3)
+			at := time.Unix(1_800_000_000, 5)
+			t1, t2 := store.OwnerToken("t/0", at), store.OwnerToken("t/0", at)
+			if source, ns, ok := store.ParseOwnerToken(t2); t1 == t2 || !ok || source != "t/0" || ns != at.UnixNano() {
+				t.Fatalf("tokens %q and %q, parsed %q %d %v: want two tokens of t/0 at %d", t1, t2, source, ns, ok, at.UnixNano())
 			}
-			if owner, err := st.PartitionOwner(ctx, "t/1"); err != nil || owner != "" {
-				t.Fatalf("owner of a partition never taken: %q (%v)", owner, err)
+			if _, _, ok := store.ParseOwnerToken("t/0@12"); ok {
+				t.Fatal("a token with no random part parsed")
 			}
 			var rs []store.HourRanking
 			for _, ws := range []string{"a", "b", "c"} {
