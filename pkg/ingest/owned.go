@@ -17,7 +17,8 @@ import (
 // running sum for them; the sink writes each ranking's changes.
 //
 // Its state is used by the sink's Write alone, and by WriteIn while no
-// Write is under way; only moved is set on franz-go's goroutine.
+// Write is under way; only moved and assignedAt are set on franz-go's
+// goroutine.
 type ownedHour struct {
 	st   *store.Store
 	win  window.Window
@@ -45,9 +46,10 @@ type ownedHour struct {
 	// buckets hold every count).
 	redo map[string]string
 	// tokens are the owner tokens of the sources recovered, which the
-	// rankings' writes carry (store.OwnerToken, owned_owner.go), and at
-	// when each was assigned (set under movedMu, with moved).
-	tokens     map[string]string
+	// rankings' writes carry (store.OwnerToken, owned_owner.go).
+	tokens map[string]string
+	// assignedAt is when each source was last assigned (set under
+	// movedMu, with moved).
 	assignedAt map[string]time.Time
 }
 

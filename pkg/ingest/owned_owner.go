@@ -8,9 +8,10 @@ package ingest
 // owners. Writes are not refused (a check in a script would cost every
 // write), so each write reads the owner token its ranking's meta held
 // before it (store.Prior). A token of the same partition assigned later
-// means the group dropped this worker, which stops writing the
-// partition; any other token means a stale writer wrote over the ranking
-// since this worker's last write, and it writes the ranking whole again.
+// (by more than dropMargin) means the group dropped this worker, which
+// stops writing the partition; any other token means a stale writer
+// wrote over the ranking since this worker's last write, and it writes
+// the ranking whole again.
 // A ranking with no record coming is found at the next slide, within a
 // minute, which writes every ranking's meta.
 
@@ -19,6 +20,14 @@ import (
 
 	"github.com/topk-dev/topk/pkg/store"
 )
+
+// dropMargin is how much later another owner's assignment must be for
+// this worker to take itself for dropped. A worker the group dropped
+// missed its session, so its partition's next owner was assigned at least
+// a session timeout after it (DefaultSessionTimeout, 6 s); a legitimate
+// handoff can be quicker, and the two workers' clocks may differ. Within
+// the margin, another token is a write to repair, never a drop.
+const dropMargin = DefaultSessionTimeout / 2
 
 // takenAt is when source was assigned to this worker: at its assignment
 // (PartitionsAssigned), or now for a partition first seen by its records.
@@ -65,11 +74,11 @@ func (o *ownedHour) judge(rs []store.HourRanking, priors []store.Prior) (again b
 }
 
 // later says whether owner token theirs names an owner of mine's
-// partition assigned it after mine.
+// partition assigned it more than dropMargin after mine.
 func later(theirs, mine string) bool {
 	source, at, ok := store.ParseOwnerToken(theirs)
 	mySource, myAt, myOK := store.ParseOwnerToken(mine)
-	return ok && myOK && source == mySource && at > myAt
+	return ok && myOK && source == mySource && at > myAt+dropMargin.Nanoseconds()
 }
 
 // drop stops writing source's rankings: another worker was assigned it

@@ -19,8 +19,8 @@ func droppedWorker(t *testing.T) (r *rig, clock *time.Time, w1, w2 *channelSink)
 	if err := r.write(w1); err != nil {
 		t.Fatal(err)
 	}
-	r.add(w1, 0, "a", "x", 2) // polled; then w1 pauses past its session
-	*clock = clock.Add(time.Second)
+	r.add(w1, 0, "a", "x", 2)            // polled; then w1 pauses past its session
+	*clock = clock.Add(10 * time.Second) // a session timeout later, at least
 	w2 = r.sink()
 	w2.PartitionsAssigned(map[string][]int32{"events": {0}})
 	r.off[0] = 3 // from w1's last commit
@@ -128,7 +128,7 @@ func TestOwnedHourOwnerAfterRedisLostItsData(t *testing.T) {
 	if err := r.c.Do(context.Background(), r.c.B().Flushall().Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
-	*clock = clock.Add(time.Second)
+	*clock = clock.Add(10 * time.Second) // a session timeout later, at least
 	w2 := r.sink()
 	w2.PartitionsAssigned(map[string][]int32{"events": {0}})
 	r.add(w2, 0, "a", "x", 2)
@@ -165,8 +165,8 @@ func TestOwnedHourLateRecoveryOfADroppedWorker(t *testing.T) {
 	r, clock := newRig(t, testenv.Client(t, testenv.Redis(t).Addr()))
 	w1 := r.sink()
 	w1.PartitionsAssigned(map[string][]int32{"events": {0}})
-	r.add(w1, 0, "a", "x", 2) // polled; then w1 pauses past its session
-	*clock = clock.Add(time.Second)
+	r.add(w1, 0, "a", "x", 2)            // polled; then w1 pauses past its session
+	*clock = clock.Add(10 * time.Second) // a session timeout later, at least
 	w2 := r.sink()
 	w2.PartitionsAssigned(map[string][]int32{"events": {0}})
 	r.off[0] = 0
@@ -190,5 +190,32 @@ func TestOwnedHourLateRecoveryOfADroppedWorker(t *testing.T) {
 	}
 	if a := r.top("a"); a != "[x:3 y:1]" {
 		t.Fatalf("after the dropped worker's next batch: %s, want [x:3 y:1]", a)
+	}
+}
+
+// A handoff quicker than the margin, or seen through a clock behind the
+// last owner's (here the new owner's clock reads a second before the old
+// owner's assignment), is no drop: the new owner keeps writing, and the
+// old one's stale token is repaired. (Ordered strictly, the new owner
+// took itself for dropped at its first write and stopped.)
+func TestOwnedHourQuickHandoffIsNoDrop(t *testing.T) {
+	r, clock := newRig(t, testenv.Client(t, testenv.Redis(t).Addr()))
+	w1 := r.sink()
+	w1.PartitionsAssigned(map[string][]int32{"events": {0}})
+	r.add(w1, 0, "a", "x", 2)
+	if err := r.write(w1); err != nil {
+		t.Fatal(err)
+	}
+	*clock = clock.Add(-time.Second)
+	w2 := r.sink()
+	w2.PartitionsAssigned(map[string][]int32{"events": {0}})
+	for _, ch := range []string{"y", "z"} {
+		r.add(w2, 0, "a", ch, 1)
+		if err := r.write(w2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a := r.top("a"); a != "[x:2 z:1 y:1]" {
+		t.Fatalf("the new owner's ranking: %s, want [x:2 z:1 y:1]", a)
 	}
 }

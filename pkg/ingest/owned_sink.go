@@ -121,10 +121,13 @@ func (s *channelSink) moved(parts map[string][]int32, ours bool) {
 		for _, p := range ps {
 			source := topicPartition{topic, p}.source()
 			s.own.moved[source] = ours
-			if ours {
+			// Kept when given up: a token of a later assignment stays later
+			// than this worker's earlier ones, should its clock step back.
+			if prev := s.own.assignedAt[source]; ours {
 				s.own.assignedAt[source] = now
-			} else {
-				delete(s.own.assignedAt, source)
+				if !now.After(prev) {
+					s.own.assignedAt[source] = prev.Add(1)
+				}
 			}
 		}
 	}
