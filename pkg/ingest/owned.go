@@ -141,18 +141,22 @@ func (o *ownedHour) add(ctx context.Context, parts map[topicPartition]*part, now
 
 // addChecked adds the records of ws in p one by one, skipping those the
 // recovery found in the buckets already (a replay after a crash), and
-// returns how many it skipped.
+// returns how many it skipped: of any minute, those out of the window
+// too (their fence says so, whatever minutes the recovery read).
 func (o *ownedHour) addChecked(own *ownedWS, ws, source string, p *part, first int64) (skipped int64) {
 	for _, b := range p.batches {
 		for _, e := range b.events {
 			wsID := string(b.arena[e.at : e.at+int64(e.wsLen)])
-			if wsID != ws || int64(e.minute) < first {
+			if wsID != ws {
 				continue
 			}
 			ch := string(b.arena[e.at+int64(e.wsLen) : e.at+int64(e.wsLen)+int64(e.chLen)])
 			if own.rec.Landed(source, e.offset, ch) {
 				skipped++
 				continue
+			}
+			if int64(e.minute) < first {
+				continue // out of the window already: its bucket only
 			}
 			own.minutes[int64(e.minute)]++
 			own.w.Add(ch, 1)

@@ -514,3 +514,25 @@ func TestOwnedHourRankingLostIsWrittenWhole(t *testing.T) {
 		t.Fatalf("meta k after the rewrite: %q (%v), want 3", meta, err)
 	}
 }
+
+// A replay of landed records whose minute has left the window by the
+// time it is written counts them as replayed, not counted (D5 of the
+// third review: they were left out of Written.Replayed, so the worker
+// reported them counted again).
+func TestOwnedHourReplayedOutOfTheWindow(t *testing.T) {
+	r, clock := newRig(t, testenv.Client(t, testenv.Redis(t).Addr()))
+	w1 := r.sink()
+	r.add(w1, 0, "a", "x", 5)
+	if err := r.write(w1); err != nil { // landed, not committed: w1 crashes
+		t.Fatal(err)
+	}
+	w2 := r.sink()
+	r.off[0] = 0
+	r.add(w2, 0, "a", "x", 5) // the replay, read as it arrives
+	r.add(w2, 0, "a", "y", 1) // and a new record of the same minute
+	*clock = clock.Add(61 * time.Minute)
+	w, err := w2.Write(context.Background())
+	if err != nil || w.Replayed != 5 || w.Counted != 1 {
+		t.Fatalf("the replay's write: %d counted, %d replayed (%v); want 1 and 5", w.Counted, w.Replayed, err)
+	}
+}
