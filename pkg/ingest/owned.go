@@ -51,6 +51,9 @@ type ownedHour struct {
 	// assignedAt is when each source was last assigned (set under
 	// movedMu, with moved).
 	assignedAt map[string]time.Time
+	// yielded are workspaces, by source, left to another partition's
+	// worker, to drop from the source's set (owned_owner.go).
+	yielded map[string][]string
 }
 
 type ownedWS struct {
@@ -68,6 +71,10 @@ type ownedWS struct {
 	// its last write failed); meta: the next write writes at least its
 	// meta's window (a slide that took nothing out of it).
 	whole, meta bool
+	// fed: records of it reached this worker since it was recovered (one
+	// recovered from its partition's set alone may have moved to another
+	// partition: owned_owner.go).
+	fed bool
 }
 
 // landedThrough is the highest offset of source the recovered buckets may
@@ -84,7 +91,7 @@ func (own *ownedWS) landedThrough(source string) int64 {
 func newOwnedHour(st *store.Store, k int, skew time.Duration, log *slog.Logger) *ownedHour {
 	return &ownedHour{st: st, win: st.Window(), k: k, skew: skew, log: log, ws: map[string]*ownedWS{},
 		moved: map[string]bool{}, sources: map[string]map[string]bool{}, pending: map[string]bool{}, gone: map[string]bool{}, redo: map[string]string{},
-		tokens: map[string]string{}, assignedAt: map[string]time.Time{}}
+		tokens: map[string]string{}, assignedAt: map[string]time.Time{}, yielded: map[string][]string{}}
 }
 
 // minutes are the minutes a recovery reads at now: those the windows hold
@@ -118,6 +125,9 @@ func (o *ownedHour) add(ctx context.Context, parts map[topicPartition]*part, now
 		source := tp.source()
 		for ws, byMinute := range p.counts {
 			own := o.ws[ws]
+			if own != nil {
+				own.fed = true
+			}
 			switch {
 			case own == nil:
 				continue // a partition given up, or a workspace to redo: its buckets only

@@ -9,13 +9,18 @@ package ingest
 // write), so each write reads the owner token its ranking's meta held
 // before it (store.Prior). A token of the same partition assigned later
 // (by more than dropMargin) means the group dropped this worker, which
-// stops writing the partition; any other token means a stale writer
-// wrote over the ranking since this worker's last write, and it writes
-// the ranking whole again.
+// stops writing the partition. A token of another partition, on a
+// workspace whose records no longer reach this worker (it was recovered
+// from its partition's set alone), means the workspace moved (the
+// partition count changed): this worker leaves it to the other, and
+// drops it from its partition's set. Any other token means a stale
+// writer wrote over the ranking since this worker's last write, and it
+// writes the ranking whole again.
 // A ranking with no record coming is found at the next slide, within a
 // minute, which writes every ranking's meta.
 
 import (
+	"context"
 	"time"
 
 	"github.com/topk-dev/topk/pkg/store"
@@ -58,6 +63,8 @@ func (o *ownedHour) judge(rs []store.HourRanking, priors []store.Prior) (again b
 			}
 		case later(p.Owner, mine):
 			dropped[own.source] = p.Owner
+		case !own.fed && otherPartition(p.Owner, own.source):
+			o.yield(p.WS, p.Owner)
 		case !rs[i].Whole:
 			// A whole write follows a recovery, after the last owner's:
 			// its token is expected there.
@@ -79,6 +86,37 @@ func later(theirs, mine string) bool {
 	source, at, ok := store.ParseOwnerToken(theirs)
 	mySource, myAt, myOK := store.ParseOwnerToken(mine)
 	return ok && myOK && source == mySource && at > myAt+dropMargin.Nanoseconds()
+}
+
+// otherPartition says whether owner token theirs names a partition
+// other than source.
+func otherPartition(theirs, source string) bool {
+	other, _, ok := store.ParseOwnerToken(theirs)
+	return ok && other != source
+}
+
+// yield leaves workspace ws to the worker of the partition whose token
+// (theirs) its ranking holds; forgetYielded drops it from this worker's
+// partition's set.
+func (o *ownedHour) yield(ws, theirs string) {
+	own := o.ws[ws]
+	o.log.Info("workspace written by another partition's worker, and none of its records here since it was recovered: "+
+		"left to it (the partition count changed?)", "workspace", ws, "partition", own.source, "theirs", theirs)
+	delete(o.ws, ws)
+	delete(o.sources[own.source], ws)
+	o.yielded[own.source] = append(o.yielded[own.source], ws)
+}
+
+// forgetYielded drops the workspaces yielded from their partitions' sets,
+// so that the partitions' next workers do not recover them.
+func (o *ownedHour) forgetYielded(ctx context.Context) error {
+	for source, wss := range o.yielded {
+		if err := o.st.SetOwned(ctx, source, nil, wss); err != nil {
+			return err
+		}
+		delete(o.yielded, source)
+	}
+	return nil
 }
 
 // drop stops writing source's rankings: another worker was assigned it

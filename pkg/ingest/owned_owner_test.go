@@ -219,3 +219,48 @@ func TestOwnedHourQuickHandoffIsNoDrop(t *testing.T) {
 		t.Fatalf("the new owner's ranking: %s, want [x:2 z:1 y:1]", a)
 	}
 }
+
+// After a partition count change a workspace's records reach another
+// partition: the worker of its old partition, which recovered it from
+// that partition's set with no record since, leaves it to the new one
+// once it finds the other partition's token on its ranking, and drops it
+// from the old partition's set. (Before, each rewrote the ranking whole
+// after the other for up to an hour: it flipped between the exact one
+// and one without the records since the change.)
+func TestOwnedHourWorkspaceMovedToAnotherPartition(t *testing.T) {
+	r, clock := newRig(t, testenv.Client(t, testenv.Redis(t).Addr()))
+	w0 := r.sink()
+	r.add(w0, 0, "a", "x", 3)
+	if err := r.write(w0); err != nil {
+		t.Fatal(err)
+	}
+	// The partitions change; a's records now go to partition 1.
+	*clock = clock.Add(10 * time.Second)
+	old, next := r.sink(), r.sink()
+	old.PartitionsAssigned(map[string][]int32{"events": {0}})
+	next.PartitionsAssigned(map[string][]int32{"events": {1}})
+	r.add(next, 1, "a", "y", 2)
+	if err := r.write(next); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.write(old); err != nil { // recovers a from partition 0's set
+		t.Fatal(err)
+	}
+	r.add(next, 1, "a", "y", 1)
+	if err := r.write(next); err != nil {
+		t.Fatal(err)
+	}
+	*clock = clock.Add(time.Minute)               // a slide: every owned ranking's meta is written
+	for _, s := range []*channelSink{next, old} { // old last: it must not write over next
+		if err := r.write(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a := r.top("a"); a != "[y:3 x:3]" {
+		t.Fatalf("a's ranking after both workers' slides: %s, want the new partition's [y:3 x:3]", a)
+	}
+	owned, err := r.c.Do(context.Background(), r.c.B().Sismember().Key(r.ks.OwnedBy("events/0")).Member("a").Build()).AsBool()
+	if err != nil || owned {
+		t.Fatalf("a in partition 0's set: %v (%v), want it dropped", owned, err)
+	}
+}

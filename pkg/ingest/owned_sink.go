@@ -33,11 +33,13 @@ func (s *channelSink) writeOwned(ctx context.Context, b *sealedBatch) error {
 // over again, at the next write.
 func (s *channelSink) writeRankings(ctx context.Context, rs []store.HourRanking) error {
 	again, err := s.writeJudged(ctx, rs)
-	if err != nil || !again {
+	if err == nil && again {
+		_, err = s.writeJudged(ctx, s.own.changes(nil, s.now()))
+	}
+	if err != nil {
 		return err
 	}
-	_, err = s.writeJudged(ctx, s.own.changes(nil, s.now()))
-	return err
+	return s.own.forgetYielded(ctx)
 }
 
 // writeJudged writes rankings rs and says whether some is to write whole
