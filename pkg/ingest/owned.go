@@ -71,9 +71,9 @@ type ownedWS struct {
 	// its last write failed); meta: the next write writes at least its
 	// meta's window (a slide that took nothing out of it).
 	whole, meta bool
-	// fed: records of it reached this worker since it was recovered (one
-	// recovered from its partition's set alone may have moved to another
-	// partition: owned_owner.go).
+	// fed: records of it not in the recovered buckets were added since it
+	// was recovered (one recovered from its partition's set alone may
+	// have moved to another partition: owned_owner.go).
 	fed bool
 }
 
@@ -125,9 +125,6 @@ func (o *ownedHour) add(ctx context.Context, parts map[topicPartition]*part, now
 		source := tp.source()
 		for ws, byMinute := range p.counts {
 			own := o.ws[ws]
-			if own != nil {
-				own.fed = true
-			}
 			switch {
 			case own == nil:
 				continue // a partition given up, or a workspace to redo: its buckets only
@@ -143,6 +140,7 @@ func (o *ownedHour) add(ctx context.Context, parts map[topicPartition]*part, now
 					own.w.Add(ch, n)
 					own.minutes[m] += n
 				}
+				own.fed = true
 			}
 		}
 	}
@@ -170,6 +168,7 @@ func (o *ownedHour) addChecked(own *ownedWS, ws, source string, p *part, first i
 			}
 			own.minutes[int64(e.minute)]++
 			own.w.Add(ch, 1)
+			own.fed = true
 		}
 	}
 	return skipped

@@ -10,12 +10,13 @@ package ingest
 // before it (store.Prior). A token of the same partition assigned later
 // (by more than dropMargin) means the group dropped this worker, which
 // stops writing the partition. A token of another partition, on a
-// workspace whose records no longer reach this worker (it was recovered
-// from its partition's set alone), means the workspace moved (the
-// partition count changed): this worker leaves it to the other, and
-// drops it from its partition's set. Any other token means a stale
-// writer wrote over the ranking since this worker's last write, and it
-// writes the ranking whole again.
+// workspace none of whose records reached this worker since it recovered
+// it while the other partition's did (its fence moved since), means the
+// workspace moved (the partition count changed): this worker leaves it
+// to the other, and drops it from its partition's set. (When neither
+// worker has had its records, neither can tell, and both keep it.) Any
+// other token means a stale writer wrote over the ranking since this
+// worker's last write, and it writes the ranking whole again.
 // A ranking with no record coming is found at the next slide, within a
 // minute, which writes every ranking's meta.
 
@@ -47,7 +48,7 @@ func (o *ownedHour) takenAt(source string, now time.Time) time.Time {
 
 // judge takes in what the metas of the rankings rs held before their
 // write, and says whether some ranking is to write whole again now.
-func (o *ownedHour) judge(rs []store.HourRanking, priors []store.Prior) (again bool) {
+func (o *ownedHour) judge(ctx context.Context, rs []store.HourRanking, priors []store.Prior) (again bool, err error) {
 	var lost, over []string
 	dropped := map[string]string{} // source: the later owner's token
 	for i, p := range priors {
@@ -64,7 +65,15 @@ func (o *ownedHour) judge(rs []store.HourRanking, priors []store.Prior) (again b
 		case later(p.Owner, mine):
 			dropped[own.source] = p.Owner
 		case !own.fed && otherPartition(p.Owner, own.source):
-			o.yield(p.WS, p.Owner)
+			moved, err := o.movedAway(ctx, p.WS, own, p.Owner)
+			if err != nil {
+				return false, err
+			}
+			if moved {
+				o.yield(p.WS, p.Owner)
+			} else if !rs[i].Whole {
+				over = append(over, p.WS)
+			}
 		case !rs[i].Whole:
 			// A whole write follows a recovery, after the last owner's:
 			// its token is expected there.
@@ -77,7 +86,7 @@ func (o *ownedHour) judge(rs []store.HourRanking, priors []store.Prior) (again b
 	again = o.rewrite(lost, "hour rankings were missing from Redis, or lacked a worker's meta: written whole again; "+
 		"if Redis restarted empty, topk rebuild restores the buckets, rollups and global view")
 	return o.rewrite(over, "another writer wrote over hour rankings (a worker dropped from the group, "+
-		"or a workspace in two partitions): written whole again") || again
+		"or a workspace in two partitions): written whole again") || again, nil
 }
 
 // later says whether owner token theirs names an owner of mine's
@@ -95,6 +104,18 @@ func otherPartition(theirs, source string) bool {
 	return ok && other != source
 }
 
+// movedAway says whether records of workspace ws reached the partition
+// of owner token theirs since this worker recovered it: the fence shows
+// that partition's records further in the buckets than the recovery did.
+func (o *ownedHour) movedAway(ctx context.Context, ws string, own *ownedWS, theirs string) (bool, error) {
+	other, _, _ := store.ParseOwnerToken(theirs)
+	now, err := o.st.Fenced(ctx, ws)
+	if err != nil {
+		return false, err
+	}
+	return now.Through(other) > own.rec.Through(other), nil
+}
+
 // yield leaves workspace ws to the worker of the partition whose token
 // (theirs) its ranking holds; forgetYielded drops it from this worker's
 // partition's set.
@@ -107,12 +128,33 @@ func (o *ownedHour) yield(ws, theirs string) {
 	o.yielded[own.source] = append(o.yielded[own.source], ws)
 }
 
+// unyield takes workspaces of source back from those yielded (their
+// records reach this worker again): they stay in its set.
+func (o *ownedHour) unyield(source string, wss []string) {
+	if len(o.yielded[source]) == 0 {
+		return
+	}
+	back := map[string]bool{}
+	for _, ws := range wss {
+		back[ws] = true
+	}
+	kept := o.yielded[source][:0]
+	for _, ws := range o.yielded[source] {
+		if !back[ws] {
+			kept = append(kept, ws)
+		}
+	}
+	o.yielded[source] = kept
+}
+
 // forgetYielded drops the workspaces yielded from their partitions' sets,
 // so that the partitions' next workers do not recover them.
 func (o *ownedHour) forgetYielded(ctx context.Context) error {
 	for source, wss := range o.yielded {
-		if err := o.st.SetOwned(ctx, source, nil, wss); err != nil {
-			return err
+		if len(wss) > 0 {
+			if err := o.st.SetOwned(ctx, source, nil, wss); err != nil {
+				return err
+			}
 		}
 		delete(o.yielded, source)
 	}

@@ -264,3 +264,38 @@ func TestOwnedHourWorkspaceMovedToAnotherPartition(t *testing.T) {
 		t.Fatalf("a in partition 0's set: %v (%v), want it dropped", owned, err)
 	}
 }
+
+// Two workers that both recovered a workspace from their partitions'
+// sets, neither with its records since, cannot tell which partition its
+// records go to now: neither leaves it (both did, when having no records
+// was enough, and then nobody owned it: no slide, its ranking stale).
+func TestOwnedHourNeitherIdleOwnerLeaves(t *testing.T) {
+	r, clock := newRig(t, testenv.Client(t, testenv.Redis(t).Addr()))
+	w0, w1 := r.sink(), r.sink()
+	r.add(w0, 0, "a", "x", 3)
+	if err := r.write(w0); err != nil {
+		t.Fatal(err)
+	}
+	r.add(w1, 1, "a", "y", 2) // a's records move to partition 1
+	if err := r.write(w1); err != nil {
+		t.Fatal(err)
+	}
+	*clock = clock.Add(10 * time.Second) // both workers restart
+	old, next := r.sink(), r.sink()
+	old.PartitionsAssigned(map[string][]int32{"events": {0}})
+	next.PartitionsAssigned(map[string][]int32{"events": {1}})
+	for range 2 {
+		*clock = clock.Add(time.Minute) // slides: every owned ranking's meta
+		for _, s := range []*channelSink{next, old} {
+			if err := r.write(s); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, source := range []string{"events/0", "events/1"} {
+		owned, err := r.c.Do(context.Background(), r.c.B().Sismember().Key(r.ks.OwnedBy(source)).Member("a").Build()).AsBool()
+		if err != nil || !owned {
+			t.Errorf("a in %s's set: %v (%v), want it kept", source, owned, err)
+		}
+	}
+}

@@ -187,6 +187,16 @@ func (r *Recovered) Through(source string) int64 {
 	return hi
 }
 
+// Fenced reads workspace ws's fence as it stands, with no counts: its
+// Through says how far each source's records are in the buckets now.
+func (s *Store) Fenced(ctx context.Context, ws string) (*Recovered, error) {
+	f, err := s.c.Do(ctx, s.c.B().Hgetall().Key(s.keys.Workspace(ws).Fence()).Build()).AsStrMap()
+	if err != nil {
+		return nil, fmt.Errorf("store: fence of %s: %w", ws, err)
+	}
+	return &Recovered{fence: f}, nil
+}
+
 // Owned returns the workspaces whose hour counts source's workers own.
 func (s *Store) Owned(ctx context.Context, source string) ([]string, error) {
 	ws, err := s.c.Do(ctx, s.c.B().Smembers().Key(s.keys.OwnedBy(source)).Build()).AsStrSlice()
