@@ -71,10 +71,10 @@ type ownedWS struct {
 	// its last write failed); meta: the next write writes at least its
 	// meta's window (a slide that took nothing out of it).
 	whole, meta bool
-	// fed: records of it not in the recovered buckets were added since it
-	// was recovered (one recovered from its partition's set alone may
-	// have moved to another partition: owned_owner.go).
-	fed bool
+	// fedAt is when records of it not in the recovered buckets were last
+	// added (zero: none since its recovery): one idle here may have moved
+	// to another partition (owned_owner.go).
+	fedAt time.Time
 }
 
 // landedThrough is the highest offset of source the recovered buckets may
@@ -129,7 +129,7 @@ func (o *ownedHour) add(ctx context.Context, parts map[topicPartition]*part, now
 			case own == nil:
 				continue // a partition given up, or a workspace to redo: its buckets only
 			case p.first <= own.landedThrough(source):
-				replayed += o.addChecked(own, ws, source, p, first)
+				replayed += o.addChecked(own, ws, source, p, first, now)
 				continue
 			}
 			for m, byCh := range byMinute {
@@ -140,7 +140,7 @@ func (o *ownedHour) add(ctx context.Context, parts map[topicPartition]*part, now
 					own.w.Add(ch, n)
 					own.minutes[m] += n
 				}
-				own.fed = true
+				own.fedAt = now
 			}
 		}
 	}
@@ -151,7 +151,7 @@ func (o *ownedHour) add(ctx context.Context, parts map[topicPartition]*part, now
 // recovery found in the buckets already (a replay after a crash), and
 // returns how many it skipped: of any minute, those out of the window
 // too (their fence says so, whatever minutes the recovery read).
-func (o *ownedHour) addChecked(own *ownedWS, ws, source string, p *part, first int64) (skipped int64) {
+func (o *ownedHour) addChecked(own *ownedWS, ws, source string, p *part, first int64, now time.Time) (skipped int64) {
 	for _, b := range p.batches {
 		for _, e := range b.events {
 			wsID := string(b.arena[e.at : e.at+int64(e.wsLen)])
@@ -168,7 +168,7 @@ func (o *ownedHour) addChecked(own *ownedWS, ws, source string, p *part, first i
 			}
 			own.minutes[int64(e.minute)]++
 			own.w.Add(ch, 1)
-			own.fed = true
+			own.fedAt = now
 		}
 	}
 	return skipped

@@ -10,13 +10,14 @@ package ingest
 // before it (store.Prior). A token of the same partition assigned later
 // (by more than dropMargin) means the group dropped this worker, which
 // stops writing the partition. A token of another partition, on a
-// workspace none of whose records reached this worker since it recovered
-// it while the other partition's did (its fence moved since), means the
-// workspace moved (the partition count changed): this worker leaves it
-// to the other, and drops it from its partition's set. (When neither
-// worker has had its records, neither can tell, and both keep it.) Any
-// other token means a stale writer wrote over the ranking since this
-// worker's last write, and it writes the ranking whole again.
+// workspace of which this worker has had no record for a minute while
+// the other partition's records of it landed since its recovery (its
+// fence moved), means the workspace moved (the partition count changed):
+// this worker leaves it to the other, and drops it from its partition's
+// set. (When neither worker has had its records, neither can tell, and
+// both keep it.) Any other token means a stale writer wrote over the
+// ranking since this worker's last write, and it writes the ranking
+// whole again.
 // A ranking with no record coming is found at the next slide, within a
 // minute, which writes every ranking's meta.
 
@@ -47,10 +48,11 @@ func (o *ownedHour) takenAt(source string, now time.Time) time.Time {
 }
 
 // judge takes in what the metas of the rankings rs held before their
-// write, and says whether some ranking is to write whole again now.
-func (o *ownedHour) judge(ctx context.Context, rs []store.HourRanking, priors []store.Prior) (again bool, err error) {
-	var lost, over []string
+// write at now, and says whether some ranking is to write whole again now.
+func (o *ownedHour) judge(ctx context.Context, now time.Time, rs []store.HourRanking, priors []store.Prior) (again bool) {
+	var lost, over, idle []string
 	dropped := map[string]string{} // source: the later owner's token
+	theirs := map[string]string{}  // idle workspace: the other partition's token
 	for i, p := range priors {
 		own := o.ws[p.WS]
 		if own == nil || dropped[own.source] != "" {
@@ -64,16 +66,8 @@ func (o *ownedHour) judge(ctx context.Context, rs []store.HourRanking, priors []
 			}
 		case later(p.Owner, mine):
 			dropped[own.source] = p.Owner
-		case !own.fed && otherPartition(p.Owner, own.source):
-			moved, err := o.movedAway(ctx, p.WS, own, p.Owner)
-			if err != nil {
-				return false, err
-			}
-			if moved {
-				o.yield(p.WS, p.Owner)
-			} else if !rs[i].Whole {
-				over = append(over, p.WS)
-			}
+		case otherPartition(p.Owner, own.source) && now.Sub(own.fedAt) > idleFor:
+			idle, theirs[p.WS] = append(idle, p.WS), p.Owner
 		case !rs[i].Whole:
 			// A whole write follows a recovery, after the last owner's:
 			// its token is expected there.
@@ -83,10 +77,46 @@ func (o *ownedHour) judge(ctx context.Context, rs []store.HourRanking, priors []
 	for source, token := range dropped {
 		o.drop(source, token)
 	}
+	over = append(over, o.yieldMoved(ctx, idle, theirs, rs)...)
 	again = o.rewrite(lost, "hour rankings were missing from Redis, or lacked a worker's meta: written whole again; "+
 		"if Redis restarted empty, topk rebuild restores the buckets, rollups and global view")
 	return o.rewrite(over, "another writer wrote over hour rankings (a worker dropped from the group, "+
-		"or a workspace in two partitions): written whole again") || again, nil
+		"or a workspace in two partitions): written whole again") || again
+}
+
+// idleFor is how long a workspace must have had no record here before
+// another partition's token on its ranking may mean it moved there: a
+// slide's, so that a workspace this worker kept through a partition
+// count change (a sticky assignment, no recovery) is not held by the
+// records it had before.
+const idleFor = time.Minute
+
+// yieldMoved leaves the idle workspaces (with the other partition's
+// token on each ranking, theirs) whose records the other partition's
+// worker wrote since this one recovered them (their fences moved), and
+// returns those whose changes' write that one overwrote: to write whole.
+// When the fences cannot be read, none is left.
+func (o *ownedHour) yieldMoved(ctx context.Context, idle []string, theirs map[string]string, rs []store.HourRanking) (over []string) {
+	if len(idle) == 0 {
+		return nil
+	}
+	fences, err := o.st.Fenced(ctx, idle)
+	if err != nil {
+		o.log.Warn("cannot tell whether workspaces moved to another partition; kept", "workspaces", len(idle), "err", err)
+	}
+	whole := map[string]bool{}
+	for _, r := range rs {
+		whole[r.WS] = r.Whole
+	}
+	for _, ws := range idle {
+		other, _, _ := store.ParseOwnerToken(theirs[ws])
+		if f := fences[ws]; f != nil && f.Through(other) > o.ws[ws].rec.Through(other) {
+			o.yield(ws, theirs[ws])
+		} else if !whole[ws] {
+			over = append(over, ws)
+		}
+	}
+	return over
 }
 
 // later says whether owner token theirs names an owner of mine's
@@ -102,18 +132,6 @@ func later(theirs, mine string) bool {
 func otherPartition(theirs, source string) bool {
 	other, _, ok := store.ParseOwnerToken(theirs)
 	return ok && other != source
-}
-
-// movedAway says whether records of workspace ws reached the partition
-// of owner token theirs since this worker recovered it: the fence shows
-// that partition's records further in the buckets than the recovery did.
-func (o *ownedHour) movedAway(ctx context.Context, ws string, own *ownedWS, theirs string) (bool, error) {
-	other, _, _ := store.ParseOwnerToken(theirs)
-	now, err := o.st.Fenced(ctx, ws)
-	if err != nil {
-		return false, err
-	}
-	return now.Through(other) > own.rec.Through(other), nil
 }
 
 // yield leaves workspace ws to the worker of the partition whose token

@@ -299,3 +299,39 @@ func TestOwnedHourNeitherIdleOwnerLeaves(t *testing.T) {
 		}
 	}
 }
+
+// A worker that keeps its partition through a partition count change (a
+// sticky assignment: no recovery) leaves a workspace whose records moved
+// to another partition once it has had none of them for a minute, though
+// it had some before the change. (Counting only "none since recovery",
+// it kept the workspace and rewrote the ranking for up to an hour.)
+func TestOwnedHourKeptPartitionLeavesAMovedWorkspace(t *testing.T) {
+	r, clock := newRig(t, testenv.Client(t, testenv.Redis(t).Addr()))
+	w0 := r.sink()
+	r.add(w0, 0, "a", "x", 3)
+	if err := r.write(w0); err != nil {
+		t.Fatal(err)
+	}
+	*clock = clock.Add(10 * time.Second) // the partitions change; w0 keeps partition 0
+	next := r.sink()
+	next.PartitionsAssigned(map[string][]int32{"events": {1}})
+	for range 2 {
+		r.add(next, 1, "a", "y", 1)
+		if err := r.write(next); err != nil {
+			t.Fatal(err)
+		}
+		*clock = clock.Add(time.Minute)
+		for _, s := range []*channelSink{next, w0} { // w0 last: it must not write over next
+			if err := r.write(s); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if a := r.top("a"); a != "[x:3 y:2]" {
+		t.Fatalf("a's ranking: %s, want the new partition's [x:3 y:2]", a)
+	}
+	owned, err := r.c.Do(context.Background(), r.c.B().Sismember().Key(r.ks.OwnedBy("events/0")).Member("a").Build()).AsBool()
+	if err != nil || owned {
+		t.Fatalf("a in partition 0's set: %v (%v), want it dropped", owned, err)
+	}
+}

@@ -50,7 +50,7 @@ func (s *channelSink) writeJudged(ctx context.Context, rs []store.HourRanking) (
 	if err != nil {
 		return false, err
 	}
-	return s.own.judge(ctx, rs, priors)
+	return s.own.judge(ctx, s.now(), rs, priors), nil
 }
 
 // slideOwned takes the minutes that left the window out of the owned hour

@@ -187,14 +187,23 @@ func (r *Recovered) Through(source string) int64 {
 	return hi
 }
 
-// Fenced reads workspace ws's fence as it stands, with no counts: its
-// Through says how far each source's records are in the buckets now.
-func (s *Store) Fenced(ctx context.Context, ws string) (*Recovered, error) {
-	f, err := s.c.Do(ctx, s.c.B().Hgetall().Key(s.keys.Workspace(ws).Fence()).Build()).AsStrMap()
-	if err != nil {
-		return nil, fmt.Errorf("store: fence of %s: %w", ws, err)
+// Fenced reads the fences of workspaces wss as they stand, in one round
+// trip, with no counts: each one's Through says how far each source's
+// records are in its buckets now.
+func (s *Store) Fenced(ctx context.Context, wss []string) (map[string]*Recovered, error) {
+	cmds := make(rueidis.Commands, len(wss))
+	for i, ws := range wss {
+		cmds[i] = s.c.B().Hgetall().Key(s.keys.Workspace(ws).Fence()).Build()
 	}
-	return &Recovered{fence: f}, nil
+	out := make(map[string]*Recovered, len(wss))
+	for i, r := range s.c.DoMulti(ctx, cmds...) {
+		f, err := r.AsStrMap()
+		if err != nil {
+			return nil, fmt.Errorf("store: fence of %s: %w", wss[i], err)
+		}
+		out[wss[i]] = &Recovered{fence: f}
+	}
+	return out, nil
 }
 
 // Owned returns the workspaces whose hour counts source's workers own.
