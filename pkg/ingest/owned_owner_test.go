@@ -8,6 +8,16 @@ import (
 	"github.com/topk-dev/topk/pkg/internal/testenv"
 )
 
+// owned says whether workspace ws is in source's set of owned workspaces.
+func (r *rig) owned(source, ws string) bool {
+	r.t.Helper()
+	in, err := r.c.Do(context.Background(), r.c.B().Sismember().Key(r.ks.OwnedBy(source)).Member(ws).Build()).AsBool()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return in
+}
+
 // droppedWorker sets up a worker w1 the group dropped while it held a
 // batch of workspace a (x twice more), and the partition's new owner w2,
 // which counted those records and two more (x:7); then w1 writes its
@@ -101,9 +111,8 @@ func TestOwnedHourDroppedWorkerStopsAtAWholeWrite(t *testing.T) {
 	if _, err := w1.Write(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	owned, err := r.c.Do(context.Background(), r.c.B().Sismember().Key(r.ks.OwnedBy("events/0")).Member("a").Build()).AsBool()
-	if err != nil || !owned {
-		t.Fatalf("a in the partition's set after the dropped worker's slide: %v (%v), want it kept for its owner", owned, err)
+	if !r.owned("events/0", "a") {
+		t.Fatal("a not in the partition's set after the dropped worker's slide: want it kept for its owner")
 	}
 	if _, err := w2.Write(context.Background()); err != nil {
 		t.Fatal(err)
@@ -259,9 +268,8 @@ func TestOwnedHourWorkspaceMovedToAnotherPartition(t *testing.T) {
 	if a := r.top("a"); a != "[y:3 x:3]" {
 		t.Fatalf("a's ranking after both workers' slides: %s, want the new partition's [y:3 x:3]", a)
 	}
-	owned, err := r.c.Do(context.Background(), r.c.B().Sismember().Key(r.ks.OwnedBy("events/0")).Member("a").Build()).AsBool()
-	if err != nil || owned {
-		t.Fatalf("a in partition 0's set: %v (%v), want it dropped", owned, err)
+	if r.owned("events/0", "a") {
+		t.Fatal("a still in partition 0's set: want it dropped")
 	}
 }
 
@@ -293,9 +301,8 @@ func TestOwnedHourNeitherIdleOwnerLeaves(t *testing.T) {
 		}
 	}
 	for _, source := range []string{"events/0", "events/1"} {
-		owned, err := r.c.Do(context.Background(), r.c.B().Sismember().Key(r.ks.OwnedBy(source)).Member("a").Build()).AsBool()
-		if err != nil || !owned {
-			t.Errorf("a in %s's set: %v (%v), want it kept", source, owned, err)
+		if !r.owned(source, "a") {
+			t.Errorf("a not in %s's set: want it kept", source)
 		}
 	}
 }
@@ -330,8 +337,7 @@ func TestOwnedHourKeptPartitionLeavesAMovedWorkspace(t *testing.T) {
 	if a := r.top("a"); a != "[x:3 y:2]" {
 		t.Fatalf("a's ranking: %s, want the new partition's [x:3 y:2]", a)
 	}
-	owned, err := r.c.Do(context.Background(), r.c.B().Sismember().Key(r.ks.OwnedBy("events/0")).Member("a").Build()).AsBool()
-	if err != nil || owned {
-		t.Fatalf("a in partition 0's set: %v (%v), want it dropped", owned, err)
+	if r.owned("events/0", "a") {
+		t.Fatal("a still in partition 0's set: want it dropped")
 	}
 }
