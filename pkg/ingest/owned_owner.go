@@ -109,8 +109,12 @@ func (o *ownedHour) yieldMoved(ctx context.Context, idle []string, theirs map[st
 		whole[r.WS] = r.Whole
 	}
 	for _, ws := range idle {
+		own := o.ws[ws]
+		if own == nil {
+			continue // its partition was dropped in the same write (judge)
+		}
 		other, _, _ := store.ParseOwnerToken(theirs[ws])
-		if f := fences[ws]; f != nil && f.Through(other) > o.ws[ws].rec.Through(other) {
+		if f := fences[ws]; f != nil && f.Through(other) > own.rec.Through(other) {
 			o.yield(ws, theirs[ws])
 		} else if !whole[ws] {
 			over = append(over, ws)
@@ -139,7 +143,7 @@ func otherPartition(theirs, source string) bool {
 // partition's set.
 func (o *ownedHour) yield(ws, theirs string) {
 	own := o.ws[ws]
-	o.log.Info("workspace written by another partition's worker, and none of its records here since it was recovered: "+
+	o.log.Info("workspace written by another partition's worker, whose records of it landed, and none here for a minute: "+
 		"left to it (the partition count changed?)", "workspace", ws, "partition", own.source, "theirs", theirs)
 	delete(o.ws, ws)
 	delete(o.sources[own.source], ws)

@@ -341,3 +341,39 @@ func TestOwnedHourKeptPartitionLeavesAMovedWorkspace(t *testing.T) {
 		t.Fatal("a still in partition 0's set: want it dropped")
 	}
 }
+
+// One write of a dropped worker that meets both another partition's
+// token on idle workspaces and a later owner of its own partition: it
+// drops the partition, and does not then judge the idle workspaces it
+// just forgot (it dereferenced them: a panic).
+func TestOwnedHourDroppedWhileWorkspacesMoved(t *testing.T) {
+	r, clock := newRig(t, testenv.Client(t, testenv.Redis(t).Addr()))
+	w0 := r.sink()
+	idle := []string{"a0", "a1", "a2", "a3", "a4", "a5", "a6", "a7", "a8", "a9"}
+	for _, ws := range append(idle, "b") {
+		r.add(w0, 0, ws, "x", 1)
+	}
+	if err := r.write(w0); err != nil {
+		t.Fatal(err)
+	}
+	*clock = clock.Add(10 * time.Second)
+	p1, later := r.sink(), r.sink() // the idle workspaces' records now go to partition 1; w0 is dropped
+	p1.PartitionsAssigned(map[string][]int32{"events": {1}})
+	later.PartitionsAssigned(map[string][]int32{"events": {0}})
+	for _, ws := range idle {
+		r.add(p1, 1, ws, "y", 1)
+	}
+	r.add(later, 0, "b", "y", 1)
+	for _, s := range []*channelSink{later, p1} { // p1 last: the idle ones hold its token
+		if err := r.write(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	*clock = clock.Add(2 * time.Minute) // w0's slide writes every ranking's meta
+	if err := r.write(w0); err != nil {
+		t.Fatal(err)
+	}
+	if a := r.top("b"); a != "[y:1 x:1]" {
+		t.Fatalf("b's ranking: %s, want its owner's [y:1 x:1]", a)
+	}
+}
