@@ -53,8 +53,8 @@ func droppedWorker(t *testing.T) (r *rig, clock *time.Time, w1, w2 *channelSink)
 // A worker dropped from the group that writes a stale ranking over the
 // new owner's (writes are not refused): the new owner writes the ranking
 // whole again at its next write, though that write changes another
-// entry, and the dropped worker, which found the new owner's later epoch,
-// writes no more ranking of the partition. (Before the owner epochs the
+// entry, and the dropped worker, which found the new owner's later token,
+// writes no more ranking of the partition. (Before the owner tokens the
 // ranking kept x:5 until x changed again, and w1 kept writing.)
 func TestOwnedHourDroppedWorkerIsWrittenOver(t *testing.T) {
 	r, _, w1, w2 := droppedWorker(t)
