@@ -51,9 +51,10 @@ type ownedHour struct {
 	// assignedAt is when each source was last assigned (set under
 	// movedMu, with moved).
 	assignedAt map[string]time.Time
-	// yielded are workspaces, by source, left to another partition's
-	// worker, to drop from the source's set (owned_owner.go).
-	yielded map[string][]string
+	// leaving are workspaces forgotten, by source, to drop from the
+	// source's set in Redis (their windows emptied, or another
+	// partition's worker has them: leave).
+	leaving map[string][]string
 }
 
 type ownedWS struct {
@@ -91,7 +92,7 @@ func (own *ownedWS) landedThrough(source string) int64 {
 func newOwnedHour(st *store.Store, k int, skew time.Duration, log *slog.Logger) *ownedHour {
 	return &ownedHour{st: st, win: st.Window(), k: k, skew: skew, log: log, ws: map[string]*ownedWS{},
 		moved: map[string]bool{}, sources: map[string]map[string]bool{}, pending: map[string]bool{}, gone: map[string]bool{}, redo: map[string]string{},
-		tokens: map[string]string{}, assignedAt: map[string]time.Time{}, yielded: map[string][]string{}}
+		tokens: map[string]string{}, assignedAt: map[string]time.Time{}, leaving: map[string][]string{}}
 }
 
 // minutes are the minutes a recovery reads at now: those the windows hold

@@ -50,9 +50,9 @@ func (o *ownedHour) takenAt(source string, now time.Time) time.Time {
 // judge takes in what the metas of the rankings rs held before their
 // write at now, and says whether some ranking is to write whole again now.
 func (o *ownedHour) judge(ctx context.Context, now time.Time, rs []store.HourRanking, priors []store.Prior) (again bool) {
-	var lost, over, idle []string
+	var lost, over []string
+	var idle []idleWS
 	dropped := map[string]string{} // source: the later owner's token
-	theirs := map[string]string{}  // idle workspace: the other partition's token
 	for i, p := range priors {
 		own := o.ws[p.WS]
 		if own == nil || dropped[own.source] != "" {
@@ -67,7 +67,7 @@ func (o *ownedHour) judge(ctx context.Context, now time.Time, rs []store.HourRan
 		case later(p.Owner, mine):
 			dropped[own.source] = p.Owner
 		case otherPartition(p.Owner, own.source) && now.Sub(own.fedAt) > idleFor:
-			idle, theirs[p.WS] = append(idle, p.WS), p.Owner
+			idle = append(idle, idleWS{ws: p.WS, theirs: p.Owner, whole: rs[i].Whole})
 		case !rs[i].Whole:
 			// A whole write follows a recovery, after the last owner's:
 			// its token is expected there.
@@ -77,7 +77,7 @@ func (o *ownedHour) judge(ctx context.Context, now time.Time, rs []store.HourRan
 	for source, token := range dropped {
 		o.drop(source, token)
 	}
-	over = append(over, o.yieldMoved(ctx, idle, theirs, rs)...)
+	over = append(over, o.yieldMoved(ctx, idle)...)
 	again = o.rewrite(lost, "hour rankings were missing from Redis, or lacked a worker's meta: written whole again; "+
 		"if Redis restarted empty, topk rebuild restores the buckets, rollups and global view")
 	return o.rewrite(over, "another writer wrote over hour rankings (a worker dropped from the group, "+
@@ -91,33 +91,39 @@ func (o *ownedHour) judge(ctx context.Context, now time.Time, rs []store.HourRan
 // records it had before.
 const idleFor = time.Minute
 
-// yieldMoved leaves the idle workspaces (with the other partition's
-// token on each ranking, theirs) whose records the other partition's
-// worker wrote since this one recovered them (their fences moved), and
-// returns those whose changes' write that one overwrote: to write whole.
-// When the fences cannot be read, none is left.
-func (o *ownedHour) yieldMoved(ctx context.Context, idle []string, theirs map[string]string, rs []store.HourRanking) (over []string) {
+// idleWS is a workspace idle here whose ranking holds another
+// partition's token (theirs), and whether its write was whole.
+type idleWS struct {
+	ws, theirs string
+	whole      bool
+}
+
+// yieldMoved leaves the idle workspaces whose records the other
+// partition's worker wrote since this one recovered them (their fences
+// moved), and returns those whose changes' write that one overwrote: to
+// write whole. When the fences cannot be read, none is left.
+func (o *ownedHour) yieldMoved(ctx context.Context, idle []idleWS) (over []string) {
 	if len(idle) == 0 {
 		return nil
 	}
-	fences, err := o.st.Fenced(ctx, idle)
+	wss := make([]string, len(idle))
+	for i, w := range idle {
+		wss[i] = w.ws
+	}
+	fences, err := o.st.Fenced(ctx, wss)
 	if err != nil {
 		o.log.Warn("cannot tell whether workspaces moved to another partition; kept", "workspaces", len(idle), "err", err)
 	}
-	whole := map[string]bool{}
-	for _, r := range rs {
-		whole[r.WS] = r.Whole
-	}
-	for _, ws := range idle {
-		own := o.ws[ws]
+	for _, w := range idle {
+		own := o.ws[w.ws]
 		if own == nil {
 			continue // its partition was dropped in the same write (judge)
 		}
-		other, _, _ := store.ParseOwnerToken(theirs[ws])
-		if f := fences[ws]; f != nil && f.Through(other) > own.rec.Through(other) {
-			o.yield(ws, theirs[ws])
-		} else if !whole[ws] {
-			over = append(over, ws)
+		other, _, _ := store.ParseOwnerToken(w.theirs)
+		if f := fences[w.ws]; f != nil && f.Through(other) > own.rec.Through(other) {
+			o.yield(w.ws, w.theirs)
+		} else if !w.whole {
+			over = append(over, w.ws)
 		}
 	}
 	return over
@@ -139,48 +145,11 @@ func otherPartition(theirs, source string) bool {
 }
 
 // yield leaves workspace ws to the worker of the partition whose token
-// (theirs) its ranking holds; forgetYielded drops it from this worker's
-// partition's set.
+// (theirs) its ranking holds.
 func (o *ownedHour) yield(ws, theirs string) {
-	own := o.ws[ws]
 	o.log.Info("workspace written by another partition's worker, whose records of it landed, and none here for a minute: "+
-		"left to it (the partition count changed?)", "workspace", ws, "partition", own.source, "theirs", theirs)
-	delete(o.ws, ws)
-	delete(o.sources[own.source], ws)
-	o.yielded[own.source] = append(o.yielded[own.source], ws)
-}
-
-// unyield takes workspaces of source back from those yielded (their
-// records reach this worker again): they stay in its set.
-func (o *ownedHour) unyield(source string, wss []string) {
-	if len(o.yielded[source]) == 0 {
-		return
-	}
-	back := map[string]bool{}
-	for _, ws := range wss {
-		back[ws] = true
-	}
-	kept := o.yielded[source][:0]
-	for _, ws := range o.yielded[source] {
-		if !back[ws] {
-			kept = append(kept, ws)
-		}
-	}
-	o.yielded[source] = kept
-}
-
-// forgetYielded drops the workspaces yielded from their partitions' sets,
-// so that the partitions' next workers do not recover them.
-func (o *ownedHour) forgetYielded(ctx context.Context) error {
-	for source, wss := range o.yielded {
-		if len(wss) > 0 {
-			if err := o.st.SetOwned(ctx, source, nil, wss); err != nil {
-				return err
-			}
-		}
-		delete(o.yielded, source)
-	}
-	return nil
+		"left to it (the partition count changed?)", "workspace", ws, "partition", o.ws[ws].source, "theirs", theirs)
+	o.leave(ws)
 }
 
 // drop stops writing source's rankings: another worker was assigned it

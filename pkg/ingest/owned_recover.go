@@ -91,7 +91,7 @@ func (o *ownedHour) recoverNew(ctx context.Context, parts map[topicPartition]*pa
 		for _, ws := range add {
 			o.sources[source][ws] = true
 		}
-		o.unyield(source, add)
+		o.stay(source, add)
 	}
 	return nil
 }
@@ -165,7 +165,7 @@ func (o *ownedHour) move(source string, ours bool) {
 	}
 	delete(o.sources, source)
 	delete(o.tokens, source)
-	delete(o.yielded, source) // the next owner judges them again
+	delete(o.leaving, source) // the next owner judges them again
 	if ours {
 		o.pending[source] = true
 		delete(o.gone, source)

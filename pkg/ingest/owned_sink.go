@@ -39,7 +39,7 @@ func (s *channelSink) writeRankings(ctx context.Context, rs []store.HourRanking)
 	if err != nil {
 		return err
 	}
-	return s.own.forgetYielded(ctx)
+	return s.own.forgetLeft(ctx)
 }
 
 // writeJudged writes rankings rs and says whether some is to write whole

@@ -163,20 +163,52 @@ func (o *ownedHour) writeIn(now time.Time) (time.Duration, bool) {
 // empty ranking is written (a failed write leaves them, to be written
 // again at the next slide).
 func (o *ownedHour) forgetEmpty(ctx context.Context) error {
-	gone := map[string][]string{} // by source
 	for ws, own := range o.ws {
 		if own.w.Len() == 0 && !own.whole && !own.meta {
-			gone[own.source] = append(gone[own.source], ws)
+			o.leave(ws)
 		}
 	}
-	for source, wss := range gone {
-		if err := o.st.SetOwned(ctx, source, nil, wss); err != nil {
-			return err
+	return o.forgetLeft(ctx)
+}
+
+// leave forgets workspace ws; forgetLeft drops it from its partition's
+// set.
+func (o *ownedHour) leave(ws string) {
+	source := o.ws[ws].source
+	delete(o.ws, ws)
+	delete(o.sources[source], ws)
+	o.leaving[source] = append(o.leaving[source], ws)
+}
+
+// forgetLeft drops the workspaces left from their partitions' sets, so
+// that the partitions' next workers do not recover them.
+func (o *ownedHour) forgetLeft(ctx context.Context) error {
+	for source, wss := range o.leaving {
+		if len(wss) > 0 {
+			if err := o.st.SetOwned(ctx, source, nil, wss); err != nil {
+				return err
+			}
 		}
-		for _, ws := range wss {
-			delete(o.ws, ws)
-			delete(o.sources[source], ws)
-		}
+		delete(o.leaving, source)
 	}
 	return nil
+}
+
+// stay takes workspaces of source back from those leaving (their records
+// reach this worker again): they stay in its set.
+func (o *ownedHour) stay(source string, wss []string) {
+	if len(o.leaving[source]) == 0 {
+		return
+	}
+	back := map[string]bool{}
+	for _, ws := range wss {
+		back[ws] = true
+	}
+	kept := o.leaving[source][:0]
+	for _, ws := range o.leaving[source] {
+		if !back[ws] {
+			kept = append(kept, ws)
+		}
+	}
+	o.leaving[source] = kept
 }

@@ -43,13 +43,12 @@ const recoverAttempts = 5
 // shifted under the next. (A bucket that expires meanwhile is caught by
 // the slide's check of its minute's total.)
 func (s *Store) RecoverHour(ctx context.Context, ws string, minutes []int64) (*Recovered, error) {
-	fenceKey := s.keys.Workspace(ws).Fence()
 	readFence := func() (map[string]string, error) {
-		f, err := s.c.Do(ctx, s.c.B().Hgetall().Key(fenceKey).Build()).AsStrMap()
+		f, err := s.Fenced(ctx, []string{ws})
 		if err != nil {
-			return nil, fmt.Errorf("store: recover %s: fence: %w", ws, err)
+			return nil, fmt.Errorf("store: recover %s: %w", ws, err)
 		}
-		return f, nil
+		return f[ws].fence, nil
 	}
 	fence, err := readFence()
 	if err != nil {
