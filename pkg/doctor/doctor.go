@@ -604,7 +604,7 @@ func CheckKafka(ctx context.Context, o KafkaOptions) []Check {
 		o.DLQTopic = o.Topic + kafka.DLQSuffix
 	}
 	seeds := strings.Join(o.Config.Brokers, ",")
-	cl, err := kafka.NewClient(o.Config, kgo.DialTimeout(o.Timeout), kgo.RetryTimeout(o.Timeout), kgo.RequestTimeoutOverhead(o.Timeout))
+	cl, err := kafka.NewClient(o.Config, timeouts(o.Timeout)...)
 	if err != nil {
 		return []Check{check(Fail, "kafka "+seeds, "%v", err)}
 	}
@@ -655,6 +655,12 @@ func CheckKafka(ctx context.Context, o KafkaOptions) []Check {
 		out = append(out, groupCheck(g, lags[g], parts[g], o.MaxLag))
 	}
 	return out
+}
+
+// timeouts bound a doctor's Kafka client's dial, retries and requests by
+// d, so that a silent broker fails a check in seconds.
+func timeouts(d time.Duration) []kgo.Opt {
+	return []kgo.Opt{kgo.DialTimeout(d), kgo.RetryTimeout(d), kgo.RequestTimeoutOverhead(d)}
 }
 
 // checkTopics checks the topics details lists (present, and how many

@@ -98,8 +98,7 @@ func readKeying(ctx context.Context, o KafkaOptions, from map[int32]kgo.Offset, 
 	if len(from) == 0 {
 		return k, nil
 	}
-	cl, err := kafka.NewClient(o.Config, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{o.Topic: from}),
-		kgo.DialTimeout(o.Timeout), kgo.RetryTimeout(o.Timeout), kgo.RequestTimeoutOverhead(o.Timeout))
+	cl, err := kafka.NewClient(o.Config, append(timeouts(o.Timeout), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{o.Topic: from}))...)
 	if err != nil {
 		return k, err
 	}
