@@ -32,7 +32,7 @@ func benchPipelineCommand(env *Env) *cli.Command {
 		&cli.DurationFlag{Name: "fresh-every", Value: scheduler.DefaultFreshEvery, Usage: "how often the scheduler's long windows take in the current hour"},
 		&cli.IntFlag{Name: "max-pairs-per-call", Value: store.DefaultMaxPairsPerCall, Usage: "the ingest workers' largest script call, in (channel, count) pairs"},
 		&cli.BoolFlag{Name: "workers-own-hour", Usage: "run the pipeline as --hour-counts worker: the ingest workers keep the hour counts in memory and write the hour rankings, Redis keeps no running sum"},
-		&cli.DurationFlag{Name: "bucket-age", Value: window.DefaultBucketAge, Usage: "how long the ingest workers hold the minute buckets' counts (negative: with every batch, the write path before holds)"},
+		&cli.DurationFlag{Name: "bucket-age", Value: window.DefaultBucketAge, Usage: "how long at most the ingest workers hold the minute buckets' counts, until a minute ends (negative: with every batch, the write path before holds)"},
 		&cli.StringFlag{Name: "read-via", Value: bench.ReadRedis, Usage: "how the cached reads are made: redis (ZRANGE of a random workspace's top key), http (GET /v1/top of a random workspace) or http-trending (GET /trending), the HTTP ones through topk serve's handler on loopback"},
 		&cli.StringFlag{Name: "read-window", Value: keys.Window1h, Usage: "window the cached reads ask for: " + strings.Join(api.Windows, ", ") + " (the scheduler recomputes the long ones at their default cadence, 24h every minute: warm up longer than that)"},
 		topk.ReadCacheFlag(),

@@ -16,6 +16,12 @@ import (
 	"github.com/topk-dev/topk/pkg/window"
 )
 
+// noHold is the scheduler's BucketAge for the memory runs: they write each
+// simulated minute's buckets at once, as workers that hold none, so a
+// minute folds once its lateness alone has passed (a tick 59 s into the
+// next minute folds it).
+const noHold = -time.Second
+
 // runMemoryHour writes cfg.Minutes minutes at cfg.Rate from the next
 // clock hour on (so the minutes fold into one hour bucket), with a
 // scheduler tick 59 s into every minute, and measures at the end: minute
@@ -41,7 +47,7 @@ func runMemoryHour(ctx context.Context, c rueidis.Client, cfg MemoryConfig, pref
 		minutes[i] = i
 	}
 	var now time.Time
-	sched, err := scheduler.New(scheduler.Params{Store: m.st, K: cfg.K, Clock: func() time.Time { return now }, Cadence: longCadence(cfg)})
+	sched, err := scheduler.New(scheduler.Params{Store: m.st, K: cfg.K, Clock: func() time.Time { return now }, Cadence: longCadence(cfg), BucketAge: noHold})
 	if err != nil {
 		return nil, fmt.Errorf("bench.memory: %w", err)
 	}
@@ -229,7 +235,7 @@ func (m *memoryRun) refreshLongAtEnd(ctx context.Context, now time.Time) error {
 	if m.cfg.LongCadence != 0 {
 		return nil
 	}
-	sched, err := scheduler.New(scheduler.Params{Store: m.st, K: m.cfg.K, Clock: func() time.Time { return now }})
+	sched, err := scheduler.New(scheduler.Params{Store: m.st, K: m.cfg.K, Clock: func() time.Time { return now }, BucketAge: noHold})
 	if err != nil {
 		return fmt.Errorf("bench.memory: %w", err)
 	}
@@ -271,7 +277,7 @@ func runMemoryDay(ctx context.Context, c rueidis.Client, cfg MemoryConfig, prefi
 	start := end.Add(-span)
 	m.run.Start = start
 	var now time.Time
-	sched, err := scheduler.New(scheduler.Params{Store: m.st, K: cfg.K, Clock: func() time.Time { return now }, Cadence: longCadence(cfg)})
+	sched, err := scheduler.New(scheduler.Params{Store: m.st, K: cfg.K, Clock: func() time.Time { return now }, Cadence: longCadence(cfg), BucketAge: noHold})
 	if err != nil {
 		return nil, fmt.Errorf("bench.memory: %w", err)
 	}

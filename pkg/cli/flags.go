@@ -183,7 +183,7 @@ func deploymentFlags() []cli.Flag {
 		latenessFlag(),
 		hourCountsFlag(),
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "bucket-age", EnvVars: []string{"TOPK_BUCKET_AGE"}, Value: window.DefaultBucketAge,
-			Usage: "workers hold the minute buckets' counts over batches this long before writing them, and the scheduler folds a minute that much later (same value for all workers and schedulers; the running sums and rankings take every batch; negative: with every batch)"}),
+			Usage: "workers hold the minute buckets' counts over batches at most this long, until a minute ends, before writing them, and the scheduler folds a minute that much later (same value for all workers and schedulers; the running sums and rankings take every batch; negative: with every batch)"}),
 	}
 }
 

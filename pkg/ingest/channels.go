@@ -20,15 +20,19 @@ const DefaultGlobalAge = 5 * time.Second
 
 // DefaultBucketAge is ChannelOptions.BucketAge's default. On workload A a
 // 1 s batch has 0.41 distinct (workspace, channel, minute) per event, a
-// 15 s hold 0.20 (each written once per hold instead of once per batch),
-// a 30 s hold 0.16; the hold's records cost about 100 bytes each until it
-// is written (see maxHeldEvents).
+// 15 s hold 0.20 (each written once per hold instead of once per batch);
+// holds that end with their minute (window.BucketsDue) write each bucket
+// once, into an empty sorted set: the buckets' Redis time per event fell
+// by 40% from 15 s holds (BenchmarkApplyRedisCPU). The hold's records cost
+// about 50 bytes each until it is written (see maxHeldEvents).
 const DefaultBucketAge = window.DefaultBucketAge
 
 // maxHeldEvents bounds the events a channel sink holds for the global view
-// and the minute buckets (about 100 bytes each, with what a recount
-// needs): past it the sink writes them whatever their age.
-const maxHeldEvents = 2_000_000
+// and the minute buckets (about 50 bytes each, with what a recount needs:
+// 400 MB in all): past it the sink writes them whatever their age. That is
+// a minute's records for a worker counting 133,000 events/s; a busier one
+// writes its buckets more than once a minute.
+const maxHeldEvents = 8_000_000
 
 // ChannelOptions configures the channel pipeline's sink.
 type ChannelOptions struct {
@@ -50,9 +54,10 @@ type ChannelOptions struct {
 	// and each source's light tail, cut at every merge (see
 	// store.GlobalOptions.GroupItems), is cut far fewer times.
 	GlobalAge time.Duration
-	// BucketAge is how long the sink holds the minute buckets' counts over
-	// batches before writing them (0: DefaultBucketAge; negative: with
-	// every batch). The running window sums, which the hour's rankings are
+	// BucketAge is how long at most the sink holds the minute buckets'
+	// counts over batches before writing them, a hold ending with its
+	// minute (window.BucketsDue; 0: DefaultBucketAge; negative: with every
+	// batch). The running window sums, which the hour's rankings are
 	// read from, are written with every batch; a bucket is read only once
 	// its minute leaves the window or is rolled up (the scheduler waits
 	// this long more before it folds a minute, see scheduler.Params), and
@@ -374,15 +379,15 @@ func (s *channelSink) writeHeld(ctx context.Context) ([]*kgo.Record, error) {
 }
 
 // due takes from the holds what is due at now and prepares its writes:
-// the buckets once their oldest counts are BucketAge old, with the global
-// view (so that the records their write commits have nothing else held
-// back); the global view alone once GlobalAge old. Both when the holds
+// the buckets once due (window.BucketsDue from their oldest counts), with
+// the global view (so that the records their write commits have nothing
+// else held back); the global view alone once GlobalAge old. Both when the holds
 // are full or on Release. It returns the records that may be committed
 // once the writes landed: nil while anything is still held.
 func (s *channelSink) due(now time.Time) ([]*store.Batch, []*kgo.Record) {
 	full := s.release || s.heldEvents >= maxHeldEvents
 	unbucketed := s.bucketAge >= 0 && !(s.buckets.empty() && s.global.empty())
-	bucketsDue := unbucketed && (full || now.Sub(s.bucketsSince) >= s.bucketAge)
+	bucketsDue := unbucketed && (full || !now.Before(window.BucketsDue(s.bucketsSince, s.bucketAge)))
 	globalDue := !s.global.empty() && (bucketsDue || full || s.globalAge < 0 || now.Sub(s.global.since) >= s.globalAge)
 	var global []store.Part
 	if globalDue {

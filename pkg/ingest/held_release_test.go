@@ -107,3 +107,54 @@ func TestHoldsCommitOnlyTheirPartitions(t *testing.T) {
 		}
 	}
 }
+
+// The buckets are written when their minute ends, not a BucketAge after
+// the hold began: a hold that began mid-minute is written at the minute's
+// end, and the next holds the next minute's counts, so that a steady
+// stream writes each bucket once.
+func TestBucketsWrittenAsTheirMinuteEnds(t *testing.T) {
+	ctx := context.Background()
+	cs, st, ks := newTestChannelSink(t, ChannelOptions{GlobalAge: time.Hour, BucketAge: time.Minute})
+	start := time.Now().Truncate(time.Minute).Add(-time.Minute) // the events' minute, just over
+	clock := start.Add(30 * time.Second)
+	cs.now = func() time.Time { return clock }
+	offset := int64(0)
+	write := func(channels ...string) Written {
+		t.Helper()
+		b := newBatch()
+		for _, ch := range channels {
+			b.add(channelRecord(offset, ch, start.Add(time.Second)), cs, start.Add(2*time.Second), "events.dlq")
+			offset++
+		}
+		w, err := cs.Write(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cs.writing != nil && !cs.writing.finished(ctx, true) {
+			t.Fatal(ctx.Err())
+		}
+		return w
+	}
+	bucket := func() string {
+		t.Helper()
+		got, err := st.Client().Do(ctx, st.Client().B().Zrange().Key(ks.Workspace("ws").Bucket(start.Unix()/60)).Min("0").Max("-1").Withscores().Build()).AsZScores()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprint(got)
+	}
+
+	held := func() bool { return !cs.buckets.empty() || !cs.global.empty() }
+
+	write("a", "b")
+	clock = start.Add(time.Minute - time.Millisecond)
+	write("a")
+	if got := bucket(); got != "[]" || !held() {
+		t.Fatalf("before the minute's end: bucket %s, counts held %v; want empty and held", got, held())
+	}
+	clock = start.Add(time.Minute) // 30 s after the hold began, the minute ends
+	write()
+	if got, want := bucket(), "[{b 1} {a 2}]"; got != want || held() {
+		t.Fatalf("at the minute's end: bucket %s, counts held %v; want %s and nothing held", got, held(), want)
+	}
+}

@@ -236,7 +236,9 @@ func newLargeHour(t *testing.T) *largeHour {
 	lh.st = store.New(c, keys.New(""), window.Window{Minutes: 60, Grace: time.Hour}, store.Options{Global: store.GlobalOptions{Shards: 4}})
 	lh.hour = time.Now().UTC().Truncate(time.Hour).Add(72 * time.Hour) // in the future: nothing expires
 	lh.now = lh.hour.Add(10 * time.Minute)
-	s, err := scheduler.New(scheduler.Params{Store: lh.st, K: 10, Clock: func() time.Time { return lh.now }})
+	// Workers that hold buckets 15 s: a minute folds 50 s after it ends,
+	// which the ticks below are timed by.
+	s, err := scheduler.New(scheduler.Params{Store: lh.st, K: 10, Clock: func() time.Time { return lh.now }, BucketAge: 15 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -106,11 +106,26 @@ func DayOf(h int64) int64 { return floorDiv(h, 24) }
 // a minute up once its lateness has passed.
 const DefaultLateness = 30 * time.Second
 
-// DefaultBucketAge is how long ingest workers hold the minute buckets'
-// counts over batches before they write them (see
-// ingest.ChannelOptions.BucketAge); the scheduler folds a minute that much
-// later still, so that its bucket is complete when it does.
-const DefaultBucketAge = 15 * time.Second
+// DefaultBucketAge is how long at most ingest workers hold the minute
+// buckets' counts over batches before they write them (see
+// ingest.ChannelOptions.BucketAge and BucketsDue); the scheduler folds a
+// minute that much later still, so that its bucket is complete when it
+// does. A minute: each bucket then takes its minute's counts in one write,
+// into an empty sorted set, the cheapest write Redis has for them.
+const DefaultBucketAge = time.Minute
+
+// BucketsDue returns when minute buckets' counts held since since, for at
+// most age (above 0), are written: at the end of a minute, or, for an age
+// under a minute, at the end of a period of age (counted from the zero
+// time, so that such periods divide minutes evenly when age divides a
+// minute). So a hold of a minute ends as its minute does, and the next one
+// holds the next minute's counts alone, except those of the records that
+// arrive after their minute ends, which a later write adds: a bucket takes
+// its minute in one write instead of in two (a hold that started mid-minute
+// and ended mid-next).
+func BucketsDue(since time.Time, age time.Duration) time.Time {
+	return since.Add(age).Truncate(min(age, time.Minute))
+}
 
 // Default retention of the rollup levels: minute buckets outlive the hour
 // window by an hour, so a scheduler outage of up to an hour loses no

@@ -303,3 +303,46 @@ func ExampleWindow_Buckets() {
 	// 60 29574554 29574613 29574613
 	// 100
 }
+
+// A hold of the minute buckets ends with its minute (or its period of
+// age, under a minute), never after age, and never at once.
+func TestBucketsDue(t *testing.T) {
+	at := func(hms string) time.Time {
+		t.Helper()
+		v, err := time.Parse(time.RFC3339Nano, "2026-12-07T"+hms+"Z")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	tests := []struct {
+		since, want string
+		age         time.Duration
+	}{
+		{"12:00:30.5", "12:01:00", time.Minute}, // began mid-minute: ends with it
+		{"12:00:00", "12:01:00", time.Minute},
+		{"12:00:59.9", "12:01:00", time.Minute}, // a short hold, then aligned
+		{"12:00:01", "12:00:15", 15 * time.Second},
+		{"12:00:15", "12:00:30", 15 * time.Second},
+		{"12:00:10", "12:01:00", 90 * time.Second}, // the minute's end before age
+		{"12:00:10", "14:00:00", 2 * time.Hour},
+		{"12:00:10.000000001", "12:00:10.000000002", time.Nanosecond},
+	}
+	for _, tt := range tests {
+		if got := window.BucketsDue(at(tt.since), tt.age); !got.Equal(at(tt.want)) {
+			t.Errorf("BucketsDue(%s, %v) = %s, want %s", tt.since, tt.age, got.Format(time.RFC3339Nano), tt.want)
+		}
+	}
+	rng := rand.New(rand.NewSource(1))
+	for range 10000 {
+		since := time.Unix(0, rng.Int63())
+		age := time.Duration(1 + rng.Int63n(int64(3*time.Hour)))
+		due := window.BucketsDue(since, age)
+		if !due.After(since) || due.After(since.Add(age)) {
+			t.Fatalf("BucketsDue(%v, %v) = %v: not in (since, since+age]", since, age, due)
+		}
+		if p := min(age, time.Minute); !due.Truncate(p).Equal(due) {
+			t.Fatalf("BucketsDue(%v, %v) = %v: not at the end of a period of %v", since, age, due, p)
+		}
+	}
+}
