@@ -32,7 +32,7 @@
 -- c, minute buckets before H not folded) hold more members than the open
 -- limit waits: nothing is written, its sums stay for the hour before (so
 -- fresh.lua keeps its rankings as they were) and the caller asks again
--- until the rollup closed those hours, about a minute into the hour. Its
+-- until the rollup closed those hours, about 95 s into the hour. Its
 -- sums then read the closed hour cut to keep members, with the cut in the
 -- slack, a little less exact than the full hour but never wrong.
 --

@@ -16,10 +16,10 @@ import (
 	"github.com/topk-dev/topk/pkg/window"
 )
 
-// noHold is the scheduler's BucketAge for the memory runs: they write each
-// simulated minute's buckets at once, as workers that hold none, so a
-// minute folds once its lateness alone has passed (a tick 59 s into the
-// next minute folds it).
+// noHold is the scheduler's BucketAge for the simulated runs (memory,
+// windows): they write their buckets at once, as workers that hold none,
+// so a minute folds once its lateness alone has passed (a memory run's
+// tick 59 s into the next minute folds it).
 const noHold = -time.Second
 
 // runMemoryHour writes cfg.Minutes minutes at cfg.Rate from the next

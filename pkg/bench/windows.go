@@ -228,7 +228,7 @@ func (r *windowsRun) run(ctx context.Context) error {
 	}
 	var now time.Time
 	sched, err := scheduler.New(scheduler.Params{Store: r.st, K: cfg.K, Clock: func() time.Time { return now },
-		Lateness: cfg.Lateness, Cadence: cad})
+		Lateness: cfg.Lateness, Cadence: cad, BucketAge: noHold})
 	if err != nil {
 		return err
 	}

@@ -28,10 +28,12 @@ const DefaultGlobalAge = 5 * time.Second
 const DefaultBucketAge = window.DefaultBucketAge
 
 // maxHeldEvents bounds the events a channel sink holds for the global view
-// and the minute buckets (about 50 bytes each, with what a recount needs:
-// 400 MB in all): past it the sink writes them whatever their age. That is
-// a minute's records for a worker counting 133,000 events/s; a busier one
-// writes its buckets more than once a minute.
+// and the minute buckets (about 50 bytes each with workload A's short ids,
+// with what a recount needs; more with long ids): past it the sink writes
+// them whatever their age. That is a minute's records for a worker
+// counting 133,000 events/s; a busier one writes its buckets more than
+// once a minute. A hold being written keeps its events until it landed,
+// besides.
 const maxHeldEvents = 8_000_000
 
 // ChannelOptions configures the channel pipeline's sink.

@@ -67,7 +67,9 @@ func TestReleaseWritesBucketsAfterTheGlobalViewAlone(t *testing.T) {
 // committed since.
 func TestHoldsCommitOnlyTheirPartitions(t *testing.T) {
 	ctx := context.Background()
-	cs, _, _ := newTestChannelSink(t, ChannelOptions{})
+	// Holds that only a Release ends (the default's end with the minute,
+	// which could fall between two writes).
+	cs, _, _ := newTestChannelSink(t, ChannelOptions{BucketAge: time.Hour, GlobalAge: time.Hour})
 	now := time.Now()
 	write := func(partition int32, offset int64, release bool) string {
 		t.Helper()

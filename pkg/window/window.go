@@ -123,8 +123,12 @@ const DefaultBucketAge = time.Minute
 // arrive after their minute ends, which a later write adds: a bucket takes
 // its minute in one write instead of in two (a hold that started mid-minute
 // and ended mid-next).
+// The result keeps since's monotonic clock reading (Truncate alone would
+// drop it), so a stepped wall clock neither ends a hold early nor makes it
+// wait.
 func BucketsDue(since time.Time, age time.Duration) time.Time {
-	return since.Add(age).Truncate(min(age, time.Minute))
+	end := since.Add(age)
+	return end.Add(-end.Sub(end.Truncate(min(age, time.Minute))))
 }
 
 // Default retention of the rollup levels: minute buckets outlive the hour
