@@ -520,7 +520,7 @@ func (c *consumer) poll(ctx context.Context) (caughtUp, closed bool) {
 func (c *consumer) dueAt() (at time.Time, ok bool) {
 	switch {
 	case !c.b.empty():
-		return c.b.started.Add(c.w.cfg.BatchAge), true
+		return batchDue(c.b.started, c.w.cfg.BatchAge), true
 	case c.flushing != nil:
 		return time.Time{}, false
 	case c.held:
