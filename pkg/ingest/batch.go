@@ -74,9 +74,9 @@ func batchStart(oldest, flushBegan, now time.Time) time.Time {
 	return oldest
 }
 
-// batchDue is when a batch started at started falls due by its age: a
-// batch's age later, or as the minute it started in ends, if that is
-// sooner. So a batch holds records of one minute (and late ones of the
+// batchDue is when a batch started at started falls due by its age, for a
+// sink that cuts batches at minutes (MinuteCutter): a batch's age later,
+// or as the minute it started in ends, if that is sooner. So a batch holds records of one minute (and late ones of the
 // minutes before), and the minute buckets' hold, which ends with its
 // minute (window.BucketsDue), takes none of the next: that minute's bucket
 // then gets its first write whole, one bulk ZADD, instead of a small write

@@ -421,6 +421,11 @@ func (s *channelSink) due(now time.Time) ([]*store.Batch, []*kgo.Record) {
 // Release makes the next Write write the held bucket and global counts too.
 func (s *channelSink) Release() { s.release = true }
 
+// CutsAtMinutes says that the sink holds minute buckets: a batch that ends
+// with its minute keeps the next minute's records out of the hold that
+// ends then.
+func (s *channelSink) CutsAtMinutes() bool { return s.bucketAge >= 0 }
+
 func (s *channelSink) String() string { return "counts to Redis" }
 
 // userCap enforces Config.UserMinuteCap: at most max counted events per

@@ -160,3 +160,19 @@ func TestBucketsWrittenAsTheirMinuteEnds(t *testing.T) {
 		t.Fatalf("at the minute's end: bucket %s, counts held %v; want %s and nothing held", got, held(), want)
 	}
 }
+
+// The channel sink has its worker cut batches at minutes while it holds
+// minute buckets (whose holds end with their minute), not when it writes
+// them with every batch.
+func TestChannelSinkCutsAtMinutes(t *testing.T) {
+	for _, tc := range []struct {
+		age  time.Duration
+		want bool
+	}{{0, true}, {15 * time.Second, true}, {-time.Second, false}} {
+		cs, _, _ := newTestChannelSink(t, ChannelOptions{BucketAge: tc.age})
+		var sink Sink = cs
+		if m, ok := sink.(MinuteCutter); !ok || m.CutsAtMinutes() != tc.want {
+			t.Errorf("bucket age %v: a MinuteCutter %v, cuts at minutes %v; want %v", tc.age, ok, ok && m.CutsAtMinutes(), tc.want)
+		}
+	}
+}

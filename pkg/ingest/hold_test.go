@@ -52,6 +52,10 @@ func (f *fixture) globalEvents() int64 {
 // releases the hold: the global view is written, then the offsets.
 func TestGlobalHoldDelaysCommits(t *testing.T) {
 	f, produce := holdFixture(t, func(c *ingest.Config) { c.BatchEvents, c.BatchAge = 100, time.Hour })
+	// A minute's end would cut a batch short (the channel sink's batches
+	// end with their minute) and leave the last one partial, due only at
+	// the next minute's end.
+	awayFromMinuteEnd(t, 15*time.Second)
 	tr := produce(2000)
 	a := f.startWorker("g")
 	waitFor(t, "the worker to count every event", func() bool { return a.Stats().Counted.Load() == 2000 })

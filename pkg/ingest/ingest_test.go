@@ -135,6 +135,16 @@ func committedOffsets(t *testing.T, brokers []string, group string) int64 {
 }
 
 // waitFor polls cond until it holds or 30 s pass.
+// awayFromMinuteEnd waits, if need be, until the wall clock's minute has at
+// least d left: for a test whose batches a minute's end would cut.
+func awayFromMinuteEnd(t *testing.T, d time.Duration) {
+	t.Helper()
+	now := time.Now()
+	if left := now.Truncate(time.Minute).Add(time.Minute).Sub(now); left < d {
+		time.Sleep(left + 100*time.Millisecond)
+	}
+}
+
 func waitFor(t *testing.T, what string, cond func() bool, explain ...func()) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)

@@ -99,6 +99,15 @@ type PartitionKeeper interface {
 	PartitionsGone(gone map[string][]int32)
 }
 
+// MinuteCutter is a sink whose batches should end with their minute: the
+// channel sink, whose holds of minute buckets do (window.BucketsDue). Its
+// worker then cuts a batch as the minute it started in ends, if that comes
+// before the batch's age (see batchDue).
+type MinuteCutter interface {
+	Sink
+	CutsAtMinutes() bool
+}
+
 // Timed is a sink with writes of its own to make at times, records or not
 // (the owned hour counts' slide each minute, the recovery of a partition
 // just assigned). While it has nothing pending, the worker calls Write

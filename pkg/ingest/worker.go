@@ -100,7 +100,9 @@ type Config struct {
 	BatchEvents int
 	// BatchAge flushes a non-empty batch this long after its oldest
 	// record reached the broker, counted from no earlier than the last
-	// flush's start, nor than its partition's assignment (see batchStart).
+	// flush's start, nor than its partition's assignment (see batchStart);
+	// for the channel sink, also as the minute it started in ends, if
+	// sooner (MinuteCutter, batchDue).
 	// It bounds freshness, with the time the writes and the refresh take.
 	BatchAge time.Duration
 	// MaxSkew is how far ahead of its arrival an event time may be and
@@ -520,7 +522,10 @@ func (c *consumer) poll(ctx context.Context) (caughtUp, closed bool) {
 func (c *consumer) dueAt() (at time.Time, ok bool) {
 	switch {
 	case !c.b.empty():
-		return batchDue(c.b.started, c.w.cfg.BatchAge), true
+		if m, ok := c.w.cfg.Sink.(MinuteCutter); ok && m.CutsAtMinutes() {
+			return batchDue(c.b.started, c.w.cfg.BatchAge), true
+		}
+		return c.b.started.Add(c.w.cfg.BatchAge), true
 	case c.flushing != nil:
 		return time.Time{}, false
 	case c.held:
