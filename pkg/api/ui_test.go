@@ -93,7 +93,7 @@ type pageRow struct {
 	Rank  string `json:"rank"`
 	Name  string `json:"name"`
 	Count string `json:"count"`
-	// Spark is the sparkline's tooltip ("N events in the last 60 min, ..."),
+	// Spark is the sparkline's tooltip ("N events in the last 59 full min, ..."),
 	// and Points its number of points.
 	Spark  string `json:"spark"`
 	Points int    `json:"points"`
@@ -343,17 +343,19 @@ func TestLeaderboardPage(t *testing.T) {
 			t.Errorf("%s: age %q, status %q; want a fresh age and no status", p.Title, p.Age, p.Status)
 		}
 		for _, row := range p.Rows {
-			if row.Points != store.SeriesMinutes {
-				t.Errorf("%s, %s: sparkline of %d points, want %d", p.Title, row, row.Points, store.SeriesMinutes)
+			if row.Points != store.SeriesMinutes-1 {
+				t.Errorf("%s, %s: sparkline of %d points, want %d (the full minutes)", p.Title, row, row.Points, store.SeriesMinutes-1)
 			}
 		}
 	}
-	// The sparkline's tooltip carries its totals: general's 50 events in
-	// the hour, at most 12 a minute, 3 in the current one (0 if the page
-	// read its series once the next minute had begun).
-	want := []string{"50 events in the last 60 min, peak 12/min, this minute 3"}
+	// The sparkline draws the full minutes, and its tooltip carries their
+	// totals: general's 47 events before the current minute, at most 12 a
+	// minute, none in the last full one (once the next minute had begun
+	// when the page read its series: all 50, and the 3 of the minute that
+	// was current).
+	want := []string{"47 events in the last 59 full min, peak 12/min, last full minute 0"}
 	if window.Minute(time.Now()) != m {
-		want = append(want, "50 events in the last 60 min, peak 12/min, this minute 0")
+		want = append(want, "50 events in the last 59 full min, peak 12/min, last full minute 3")
 	}
 	if got := s.Workspace.Rows[0].Spark; !slices.Contains(want, got) {
 		t.Errorf("general's sparkline: %q, want one of %q", got, want)
@@ -362,7 +364,8 @@ func TestLeaderboardPage(t *testing.T) {
 	// New events and a scheduler pass: the page shows them within its
 	// refresh period (plus the server's read cache and some slack).
 	more := store.Counts{}
-	more.Add("acme", window.Minute(time.Now()), "design", 100)
+	added := window.Minute(time.Now())
+	more.Add("acme", added, "design", 100)
 	if err := st.Apply(ctx, st.Prepare(more)); err != nil {
 		t.Fatal(err)
 	}
@@ -372,8 +375,13 @@ func TestLeaderboardPage(t *testing.T) {
 			s.Workspace.rows() == "1 design 112 | 2 general 50 | 3 random 30"
 	})
 	t.Logf("new counts shown %s after the scheduler pass (refresh period %s)", took.Round(time.Millisecond), pageRefresh)
-	if got := s.Workspace.Rows[0].Spark; !strings.HasPrefix(got, "112 events in the last 60 min") {
-		t.Errorf("design's sparkline after the new events: %q", got)
+	// The new events are in a minute the sparkline draws once it is full.
+	want = []string{"12 events in the last 59 full min"}
+	if window.Minute(time.Now()) != added {
+		want = append(want, "112 events in the last 59 full min")
+	}
+	if got := s.Workspace.Rows[0].Spark; !slices.ContainsFunc(want, func(w string) bool { return strings.HasPrefix(got, w) }) {
+		t.Errorf("design's sparkline after the new events: %q, want it to begin with one of %q", got, want)
 	}
 
 	shot, err := chromedp.Run(bctx, chromedp.FullScreenshot(100)) // quality 100: PNG

@@ -63,7 +63,7 @@ func rebuild(c *cli.Context, env *Env, bar *progress.Bar, st *store.Store, log *
 	stats, err := ingest.Replay(c.Context, ingest.ReplayConfig{
 		Kafka: kafkaConfig(c), Topic: c.String("topic"), Store: st,
 		Since: began.Add(-c.Duration("since")), UserMinuteCap: c.Int("user-minute-cap"), Users: uniqueUsers(c, st),
-		Lateness: c.Duration("lateness"), WorkerHourCounts: owned, Logger: log,
+		Lateness: c.Duration("lateness"), BucketAge: c.Duration("bucket-age"), WorkerHourCounts: owned, Logger: log,
 		Progress: func(read, total int64) {
 			meter.SetTotal(total)
 			meter.Update(read)
@@ -73,7 +73,7 @@ func rebuild(c *cli.Context, env *Env, bar *progress.Bar, st *store.Store, log *
 	if err != nil {
 		return cli.Exit(fmt.Sprintf("cannot replay topic %s from Kafka at %s: %v", c.String("topic"), c.String("brokers"), err), ExitFailure)
 	}
-	s, err := scheduler.New(scheduler.Params{Store: st, K: c.Int("k"), WorkersOwnHour: owned, Logger: log})
+	s, err := scheduler.New(scheduler.Params{Store: st, K: c.Int("k"), WorkersOwnHour: owned, Lateness: c.Duration("lateness"), BucketAge: c.Duration("bucket-age"), Logger: log})
 	if err != nil {
 		return cli.Exit(err.Error(), ExitUsage)
 	}

@@ -26,6 +26,7 @@ type ReplayConfig struct {
 	BatchEvents int           // default DefaultBatchEvents
 	MaxSkew     time.Duration // default events.DefaultMaxSkew
 	Lateness    time.Duration // the workers' allowed lateness (see Config); default window.DefaultLateness
+	BucketAge   time.Duration // the workers' minute-bucket hold (ChannelOptions.BucketAge); default DefaultBucketAge
 	// UserMinuteCap is the workers' per-user cap (see Config), so that the
 	// rebuild counts what they counted; 0: off.
 	UserMinuteCap int
@@ -62,7 +63,7 @@ func Replay(ctx context.Context, cfg ReplayConfig) (*Stats, error) {
 	}
 	cfg = cfg.withDefaults()
 	sink, err := NewChannelSink(cfg.Store, ChannelOptions{Lateness: cfg.Lateness, MaxSkew: cfg.MaxSkew, UserMinuteCap: cfg.UserMinuteCap, Users: cfg.Users,
-		BucketsOnly: cfg.WorkerHourCounts})
+		BucketAge: cfg.BucketAge, BucketsOnly: cfg.WorkerHourCounts})
 	if err != nil {
 		return nil, fmt.Errorf("ingest.replay: %w", err)
 	}

@@ -560,7 +560,11 @@
     });
   }
 
-  function sparkline(counts) {
+  // sparkline draws the full minutes of a series (the API's last minute
+  // is still filling, and its bucket is written as it ends: drawn, it
+  // would always drop to 0).
+  function sparkline(series) {
+    var counts = series && series.length > 1 ? series.slice(0, -1) : series;
     var w = 60, h = 20;
     var svg = document.createElementNS(SVG, "svg");
     svg.setAttribute("class", "spark");
@@ -587,7 +591,7 @@
     line.setAttribute("vector-effect", "non-scaling-stroke");
     var title = document.createElementNS(SVG, "title");
     title.textContent = total.toLocaleString("en-US") + " events in the last " + counts.length +
-      " min, peak " + max.toLocaleString("en-US") + "/min, this minute " +
+      " full min, peak " + max.toLocaleString("en-US") + "/min, last full minute " +
       counts[counts.length - 1].toLocaleString("en-US");
     svg.appendChild(title);
     svg.appendChild(area);
