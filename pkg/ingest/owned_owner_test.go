@@ -259,12 +259,8 @@ func TestOwnedHourWorkspaceMovedToAnotherPartition(t *testing.T) {
 	if err := r.write(next); err != nil {
 		t.Fatal(err)
 	}
-	*clock = clock.Add(time.Minute)               // a slide: every owned ranking's meta is written
-	for _, s := range []*channelSink{next, old} { // old last: it must not write over next
-		if err := r.write(s); err != nil {
-			t.Fatal(err)
-		}
-	}
+	*clock = clock.Add(time.Minute) // a slide: every owned ranking's meta is written
+	r.writeInTurn(next, old)        // old last: it must not write over next
 	if a := r.top("a"); a != "[y:3 x:3]" {
 		t.Fatalf("a's ranking after both workers' slides: %s, want the new partition's [y:3 x:3]", a)
 	}
@@ -294,11 +290,7 @@ func TestOwnedHourNeitherIdleOwnerLeaves(t *testing.T) {
 	next.PartitionsAssigned(map[string][]int32{"events": {1}})
 	for range 2 {
 		*clock = clock.Add(time.Minute) // slides: every owned ranking's meta
-		for _, s := range []*channelSink{next, old} {
-			if err := r.write(s); err != nil {
-				t.Fatal(err)
-			}
-		}
+		r.writeInTurn(next, old)
 	}
 	for _, source := range []string{"events/0", "events/1"} {
 		if !r.owned(source, "a") {
@@ -328,11 +320,7 @@ func TestOwnedHourKeptPartitionLeavesAMovedWorkspace(t *testing.T) {
 			t.Fatal(err)
 		}
 		*clock = clock.Add(time.Minute)
-		for _, s := range []*channelSink{next, w0} { // w0 last: it must not write over next
-			if err := r.write(s); err != nil {
-				t.Fatal(err)
-			}
-		}
+		r.writeInTurn(next, w0) // w0 last: it must not write over next
 	}
 	if a := r.top("a"); a != "[x:3 y:2]" {
 		t.Fatalf("a's ranking: %s, want the new partition's [x:3 y:2]", a)
@@ -364,11 +352,7 @@ func TestOwnedHourDroppedWhileWorkspacesMoved(t *testing.T) {
 		r.add(p1, 1, ws, "y", 1)
 	}
 	r.add(later, 0, "b", "y", 1)
-	for _, s := range []*channelSink{later, p1} { // p1 last: the idle ones hold its token
-		if err := r.write(s); err != nil {
-			t.Fatal(err)
-		}
-	}
+	r.writeInTurn(later, p1)            // p1 last: the idle ones hold its token
 	*clock = clock.Add(2 * time.Minute) // w0's slide writes every ranking's meta
 	if err := r.write(w0); err != nil {
 		t.Fatal(err)

@@ -115,6 +115,17 @@ func (r *rig) write(s *channelSink) error {
 	return err
 }
 
+// writeInTurn writes each of sinks, in this order, and fails the test on
+// the first error.
+func (r *rig) writeInTurn(sinks ...*channelSink) {
+	r.t.Helper()
+	for _, s := range sinks {
+		if err := r.write(s); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+}
+
 // writeThroughFailure writes s with the armed read failing it once (what
 // the test means to reach is what), then again until the write succeeds.
 func (r *rig) writeThroughFailure(s *channelSink, what string) {
