@@ -76,11 +76,12 @@ func batchStart(oldest, flushBegan, now time.Time) time.Time {
 
 // batchDue is when a batch started at started falls due by its age, for a
 // sink that cuts batches at minutes (MinuteCutter): a batch's age later,
-// or as the minute it started in ends, if that is sooner. So a batch holds records of one minute (and late ones of the
-// minutes before), and the minute buckets' hold, which ends with its
-// minute (window.BucketsDue), takes none of the next: that minute's bucket
-// then gets its first write whole, one bulk ZADD, instead of a small write
-// of the hold's last batch and an update for the rest.
+// or as the minute it started in ends, if that is sooner. So a batch holds
+// records of one minute (and late ones of the minutes before), and the
+// minute buckets' hold, which ends with its minute (window.BucketsDue),
+// takes none of the next: that minute's bucket then gets its first write
+// whole, one bulk ZADD, instead of a small write of the hold's last batch
+// and an update for the rest.
 func batchDue(started time.Time, age time.Duration) time.Time {
 	at := started.Add(age)
 	if end := window.BucketsDue(started, time.Minute); end.Before(at) {

@@ -383,8 +383,8 @@ func (s *channelSink) writeHeld(ctx context.Context) ([]*kgo.Record, error) {
 // due takes from the holds what is due at now and prepares its writes:
 // the buckets once due (window.BucketsDue from their oldest counts), with
 // the global view (so that the records their write commits have nothing
-// else held back); the global view alone once GlobalAge old. Both when the holds
-// are full or on Release. It returns the records that may be committed
+// else held back); the global view alone once GlobalAge old. Both when the
+// holds are full or on Release. It returns the records that may be committed
 // once the writes landed: nil while anything is still held.
 func (s *channelSink) due(now time.Time) ([]*store.Batch, []*kgo.Record) {
 	full := s.release || s.heldEvents >= maxHeldEvents
