@@ -40,7 +40,7 @@ func benchPipelineCommand(env *Env) *cli.Command {
 		&cli.DurationFlag{Name: "marker-every", Value: bench.DefaultMarkerEvery, Usage: "period of the freshness marker events"},
 		&cli.BoolFlag{Name: "naive", Usage: "also run the naive baseline (one ZINCRBY + EXPIREAT per event) on the same load"},
 		&cli.IntFlag{Name: "naive-chunk", Value: bench.DefaultNaiveChunk, Usage: "naive baseline: events per pipelined DoMulti"},
-		&cli.BoolFlag{Name: "profile", Usage: "log every Redis call in the measured periods (SLOWLOG) and report Redis time per script and the longest call; this costs Redis CPU, so it lowers the measured rate"},
+		&cli.BoolFlag{Name: "profile", Usage: "log every Redis call in the measured periods or drains (SLOWLOG) and report Redis time per script and the longest call; this costs Redis CPU, so it lowers the measured rate"},
 		cpuProfileFlag(),
 		&cli.IntFlag{Name: "drain", Usage: "instead of the measured phases, time draining a backlog of this many events of the workload, produced and acknowledged before the consumers start (the pipeline: --workers ingest workers and the scheduler; --naive: as many naive workers, no scheduler; with the in-process broker the group's first assignment waits for all of them, as a Kafka broker's initial rebalance delay does); a drain longer than 10 × --duration fails (0: off)"},
 		&cli.IntFlag{Name: "runs", Value: 1, Usage: "repeat the run this many times and report medians (use at least 3 for BENCHMARKS.md)"},
@@ -111,8 +111,8 @@ func benchPipeline(c *cli.Context, env *Env) error {
 	if c.Int("workspaces") < 0 || c.Int("channels") < 0 || c.Int("runs") < 1 || c.Int("naive-chunk") < 1 || c.Float64("query-rate") < 0 || c.Int("drain") < 0 {
 		return cli.Exit("--workspaces, --channels and --drain must be >= 0, --runs and --naive-chunk >= 1, --query-rate >= 0", topk.ExitUsage)
 	}
-	if c.Int("drain") > 0 && (c.Bool("search") || c.Bool("profile")) {
-		return cli.Exit("--drain does not combine with --search or --profile", topk.ExitUsage)
+	if c.Int("drain") > 0 && c.Bool("search") {
+		return cli.Exit("--drain does not combine with --search", topk.ExitUsage)
 	}
 	if c.Duration("warmup") < 0 || c.Duration("duration") <= 0 || c.Duration("batch-age") <= 0 || c.Duration("interval") <= 0 || c.Duration("marker-every") <= 0 {
 		return cli.Exit("--duration, --batch-age, --interval and --marker-every must be positive, --warmup >= 0", topk.ExitUsage)

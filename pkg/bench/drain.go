@@ -183,6 +183,11 @@ func (p *phase) drain(ctx context.Context, seed uint64) (BacklogDrain, error) {
 	if err != nil {
 		return res, err
 	}
+	p.slowlog = e.newSlowlogRecorder() // nil without --profile
+	if err := p.slowlog.start(ctx); err != nil {
+		return res, err
+	}
+	defer p.slowlog.stop()
 	if e.kfake != nil {
 		delayFirstJoins(e.kfake, p.groupID(), cfg.Workers)
 	}
@@ -191,6 +196,9 @@ func (p *phase) drain(ctx context.Context, seed uint64) (BacklogDrain, error) {
 	}
 	first, err := p.waitDrained(ctx, g, begin.at, n, timeout)
 	if err != nil {
+		return res, err
+	}
+	if err := p.slowlog.finish(ctx); err != nil {
 		return res, err
 	}
 	end, err := p.snapshot(ctx)
@@ -355,11 +363,14 @@ func (r *PipelineReport) writeDrainMarkdown(w io.Writer) {
 		writeDrainRuns(w, r.Drains)
 	}
 	fmt.Fprintf(w, `Notes:
-- Drain rate = events counted into Redis ÷ drain time. The drain time includes joining the consumer group and, for the pipeline, the last batches' age (%s) before they are written.
+- Drain rate = events counted into Redis ÷ drain time. The drain time includes joining the consumer group and, for the pipeline, the first batch's age (%s: a batch is cut by its age or its size while the worker is behind) and the moment a worker takes to find it has caught up (nothing new for 250 ms, and the broker lists nothing more), when it writes its last batch and its holds.
 - Redis CPU (used_cpu_sys + used_cpu_user) and commands (total_commands_processed; commandstats calls also count those inside Lua scripts) are the growth over the drain, less the benchmark's INFO, per event drained. The pipeline's include the scheduler's refreshes during the drain; the naive baseline runs no scheduler but keeps its bookkeeping (workspace index, minute sets, dirty set) once per batch.
 - The backlog's events are stamped as they are produced (over %.2f s for the pipeline's), so they are all in the current hour.
-
 `, c.BatchAge, m.Pipeline.ProduceSeconds)
+	if c.Profile {
+		fmt.Fprintln(w, strings.Replace(slowlogNote, "in the measured period", "during the drain", 1))
+	}
+	fmt.Fprintln(w)
 }
 
 func writeDrainTable(w io.Writer, m DrainRun) {
@@ -405,6 +416,11 @@ func writeDrainTable(w io.Writer, m DrainRun) {
 	row("process CPU µs/event (consumers, scheduler, in-process broker)", "process_cpu_us_per_event", func(p BacklogDrain) string {
 		return fmt.Sprintf("%.2f", p.Process.CPUMicrosPerEvent)
 	})
+	if m.Pipeline.Redis.Slowlog != nil { // --profile
+		for _, u := range slowlogRows() {
+			row(u.name, "", func(p BacklogDrain) string { return u.cell(p.Redis, p.Process) })
+		}
+	}
 	fmt.Fprintln(w)
 }
 

@@ -101,3 +101,33 @@ func TestPipelineDrain(t *testing.T) {
 	}
 	t.Logf("\n%s\nprogress:\n%s", md.String(), progress.String())
 }
+
+// A drain with Profile reports Redis's time per script over the drain,
+// from SLOWLOG, beside the usual rows.
+func TestPipelineDrainProfile(t *testing.T) {
+	redisAddr, brokers := tinyRunServices(t)
+	var progress testenv.SyncBuffer
+	const n = 20_000
+	cfg := PipelineConfig{
+		Workload: WorkloadChat, Workspaces: 50, Channels: 200, Drain: n,
+		Duration: 30 * time.Second, Workers: 2, Partitions: 4, BatchAge: 200 * time.Millisecond,
+		Interval: 500 * time.Millisecond, Profile: true,
+		RedisAddr: redisAddr, Brokers: brokers, Progress: &progress, ProgressEvery: time.Second,
+	}
+	rep, err := RunPipelineReport(context.Background(), cfg, 1, nil, nil)
+	if err != nil {
+		t.Fatalf("%v\nprogress:\n%s", err, progress.String())
+	}
+	s := rep.Drains[0].Pipeline.Redis.Slowlog
+	if s == nil || s.Calls == 0 || s.MicrosPerEventBy["ingest.lua"] <= 0 {
+		t.Fatalf("drain SLOWLOG usage %+v: want calls, ingest.lua's among them", s)
+	}
+	var md bytes.Buffer
+	rep.WriteMarkdown(&md)
+	for _, want := range []string{"| Redis time by script/command (SLOWLOG), µs/event | ingest.lua", "| longest Redis call |", "during the drain Redis logs every command"} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md.String())
+		}
+	}
+	checkNothingLeft(t, redisAddr)
+}

@@ -47,11 +47,15 @@ func (f *fixture) globalEvents() int64 {
 // TestGlobalHoldDelaysCommits: the channel sink writes the workspace counts
 // with every batch and holds the global view's for GlobalAge; the worker
 // commits nothing while it holds counts. Batches here are cut by size and
-// the poll waits an hour for more, so the worker never finds itself idle:
-// the rankings count every event, and nothing is committed. Stopping
-// releases the hold: the global view is written, then the offsets.
+// the worker counts as caught up only after an hour without records, as
+// under a stream that keeps coming: the rankings count every event, and
+// nothing is committed. Stopping releases the hold: the global view is
+// written, then the offsets.
 func TestGlobalHoldDelaysCommits(t *testing.T) {
-	f, produce := holdFixture(t, func(c *ingest.Config) { c.BatchEvents, c.BatchAge = 100, time.Hour })
+	f, produce := holdFixture(t, func(c *ingest.Config) {
+		c.BatchEvents, c.BatchAge = 100, time.Hour
+		ingest.SetQuietFor(c, time.Hour)
+	})
 	// A minute's end would cut a batch short (the channel sink's batches
 	// end with their minute) and leave the last one partial, due only at
 	// the next minute's end.

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -40,6 +41,8 @@ type lagState struct {
 type partLag struct {
 	hw   int64 // high watermark of the last fetch; -1 unknown
 	next int64 // offset after the last record written
+	// polled is the offset after the last record polled.
+	polled int64
 	// lastTS is the broker timestamp of the last record written (or, before
 	// the first write, of the first record polled).
 	lastTS time.Time
@@ -71,10 +74,45 @@ func (l *lagState) polled(fetches kgo.Fetches) {
 		if p.HighWatermark >= 0 {
 			st.hw = p.HighWatermark
 		}
+		if n := len(p.Records); n > 0 {
+			st.polled = p.Records[n-1].Offset + 1
+		}
 		if len(p.Records) > 0 && st.pendingTS.IsZero() {
 			st.pendingTS = p.Records[0].Timestamp
 		}
 	})
+}
+
+// polledAll reports whether the worker has polled every record that the
+// last fetches of its partitions reported (their high watermarks).
+func (l *lagState) polledAll() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, st := range l.parts {
+		if st.polled < st.hw {
+			return false
+		}
+	}
+	return true
+}
+
+// polledUpTo takes the end offsets the broker listed as fresher high
+// watermarks, and reports whether the worker has polled up to them on
+// every partition it consumes (false when one is missing or failed).
+func (l *lagState) polledUpTo(ends kadm.ListedOffsets) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	all := true
+	for tp, st := range l.parts {
+		o, ok := ends.Lookup(tp.topic, tp.partition)
+		if !ok || o.Err != nil {
+			all = false
+			continue
+		}
+		st.hw = max(st.hw, o.Offset)
+		all = all && st.polled >= st.hw
+	}
+	return all
 }
 
 // written records that the batch whose last records are last was written.

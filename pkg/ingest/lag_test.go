@@ -1,9 +1,11 @@
 package ingest
 
 import (
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -52,5 +54,69 @@ func TestLag(t *testing.T) {
 	w.lag.drop(map[string][]int32{"t": {2}})
 	if got := lagOf(t0); len(got) != 0 {
 		t.Fatalf("lag after revoke: %+v", got)
+	}
+}
+
+// TestPolledAll: a worker has polled all there is once every partition it
+// has records of is polled up to the high watermark its last fetch gave,
+// whatever it has written; a fetch that reports more records waiting
+// makes it behind again.
+func TestPolledAll(t *testing.T) {
+	rec := func(p int32, off int64) *kgo.Record { return &kgo.Record{Topic: "t", Partition: p, Offset: off} }
+	fetch := func(p int32, hw int64, recs ...*kgo.Record) kgo.Fetches {
+		return kgo.Fetches{{Topics: []kgo.FetchTopic{{Topic: "t", Partitions: []kgo.FetchPartition{{Partition: p, HighWatermark: hw, Records: recs}}}}}}
+	}
+	w := &Worker{}
+	check := func(want bool, what string) {
+		t.Helper()
+		if got := w.lag.polledAll(); got != want {
+			t.Fatalf("%s: polledAll %v, want %v", what, got, want)
+		}
+	}
+	check(true, "no partition consumed yet")
+	w.lag.polled(fetch(1, 10, rec(1, 5), rec(1, 6)))
+	check(false, "offsets 5 and 6 polled of 10")
+	w.lag.polled(fetch(1, 10, rec(1, 7), rec(1, 8), rec(1, 9)))
+	check(true, "polled through 9 of 10, nothing written")
+	w.lag.polled(fetch(2, 3, rec(2, 0)))
+	check(false, "a second partition with 2 records unpolled")
+	w.lag.polled(fetch(2, 3, rec(2, 1), rec(2, 2)))
+	check(true, "both polled up")
+	w.lag.polled(fetch(1, 12))
+	check(false, "a fetch reports two new records of the first")
+	w.lag.drop(map[string][]int32{"t": {1}})
+	check(true, "the first partition revoked")
+}
+
+// TestPolledUpTo: the broker's end offsets are fresher high watermarks:
+// a worker polled up to its last fetches is behind when the broker lists
+// more, and when it cannot tell for one of its partitions.
+func TestPolledUpTo(t *testing.T) {
+	w := &Worker{}
+	w.lag.polled(kgo.Fetches{{Topics: []kgo.FetchTopic{{Topic: "t", Partitions: []kgo.FetchPartition{
+		{Partition: 0, HighWatermark: 3, Records: []*kgo.Record{{Topic: "t", Partition: 0, Offset: 2}}},
+		{Partition: 1, HighWatermark: 8, Records: []*kgo.Record{{Topic: "t", Partition: 1, Offset: 7}}},
+	}}}}})
+	if !w.lag.polledAll() {
+		t.Fatal("polled up to the fetches' high watermarks, yet not polledAll")
+	}
+	ends := func(p0, p1 int64, err1 error) kadm.ListedOffsets {
+		return kadm.ListedOffsets{"t": {
+			0: {Topic: "t", Partition: 0, Offset: p0},
+			1: {Topic: "t", Partition: 1, Offset: p1, Err: err1},
+			2: {Topic: "t", Partition: 2, Offset: 100}, // not the worker's
+		}}
+	}
+	if !w.lag.polledUpTo(ends(3, 8, nil)) {
+		t.Error("the broker lists nothing new, yet not polled up to it")
+	}
+	if w.lag.polledUpTo(ends(3, 8, errors.New("not leader"))) {
+		t.Error("a partition's end offset failed, yet polled up to it")
+	}
+	if w.lag.polledUpTo(ends(5, 8, nil)) {
+		t.Error("the broker lists two more records of partition 0, yet polled up to it")
+	}
+	if w.lag.polledAll() {
+		t.Error("the end offsets listed did not become partition 0's high watermark")
 	}
 }

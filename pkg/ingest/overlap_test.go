@@ -187,8 +187,9 @@ func processCPU(t *testing.T) time.Duration {
 // for the write to end instead of polling in a loop (its hold's deadline
 // passed during the write, and a poll that ended at once would spin until
 // the write returns). Once the write is over it releases the hold at
-// once, since it found nothing new for more than a batch's age, rather
-// than after another batch age, and commits everything.
+// once, since it had polled everything and found nothing new meanwhile
+// (it has caught up), rather than after another batch age, and commits
+// everything.
 func TestWorkerWaitsQuietlyBesideItsFlush(t *testing.T) {
 	const batchAge = time.Second
 	f := newFixture(t, 1)

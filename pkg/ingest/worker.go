@@ -26,6 +26,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/topk-dev/topk/pkg/events"
@@ -157,6 +158,10 @@ type Config struct {
 	// NewSink makes a fresh Sink for a worker that starts over (see
 	// ErrStartOver); without it a worker given Sink cannot, and stops.
 	NewSink func() (Sink, error)
+
+	// quietFor replaces quietFor (tests that model a live stream with a
+	// few records set it long).
+	quietFor time.Duration
 }
 
 // CommitGuard is Config.Guard.
@@ -389,6 +394,28 @@ func (w *Worker) newClient(hurry *atomic.Bool, assigned *assignedAt) (*kgo.Clien
 	return kafka.NewClient(w.cfg.Kafka, opts...)
 }
 
+// A worker has caught up when it has polled every record of its
+// partitions (up to the high watermarks its fetches reported), found
+// nothing new for quietFor, and the broker's end offsets, asked then,
+// agree. It then writes its batch and its holds at once: waiting would
+// only make them older. A stream of more than a few dozen records a
+// second per worker does not fall quiet for that long, and one whose
+// fetch was held up has records waiting at the broker, so its batches
+// keep their age and its holds their minute; a drained backlog is
+// written and committed at once, not a batch age later (BENCHMARKS.md,
+// "Caught up when the stream falls quiet").
+//
+// quietFor is over the fetch gaps of a busy machine: at 200,000 events/s
+// on this 2-core one, fetches came 100 to 212 ms apart a few times a
+// minute (with 24,000 to 51,000 records waiting at the broker), so at
+// 100 ms the worker asked the broker about 20 times a minute, each a
+// round trip of up to 200 ms in the poll loop; at 250 ms it did not ask
+// once in a run of 70 s.
+const (
+	quietFor    = 250 * time.Millisecond
+	brokerCheck = 2 * time.Second // bounds the end offsets' request
+)
+
 // consumer is the state of one run's poll-and-flush loop.
 type consumer struct {
 	w     *Worker
@@ -416,6 +443,9 @@ type consumer struct {
 	// none. The next flush starts only once it is over, so batches are
 	// written and committed in order, and the worker holds at most two.
 	flushing *flushing
+	// quietSince is when a poll last brought records, or the broker last
+	// listed records the worker had not polled (see quietFor).
+	quietSince time.Time
 }
 
 // flushing is one batch's flush (Worker.flush) on a goroutine of its own.
@@ -452,9 +482,11 @@ func (c *consumer) wait() {
 }
 
 // poll adds to the batch what one poll brings, waiting at most until the
-// batch (or the hold) is due, or until the flush under way ends. It
-// reports caughtUp when it found nothing new after a batch's age of
-// polling (see below), or closed when the client is closed.
+// batch (or the hold) is due, until the flush under way ends, or, with
+// something to write, quietFor. It reports caughtUp when the worker, with
+// something to write, has polled every record its partitions held, found
+// nothing new for quietFor, and the broker agrees (see quietFor), or
+// closed when the client is closed.
 func (c *consumer) poll(ctx context.Context) (caughtUp, closed bool) {
 	w, b := c.w, c.b
 	// At most a batch's age, so that the loop looks again at what is due
@@ -462,6 +494,12 @@ func (c *consumer) poll(ctx context.Context) (caughtUp, closed bool) {
 	deadline := time.Now().Add(w.cfg.BatchAge)
 	if at, ok := c.dueAt(); ok && at.Before(deadline) {
 		deadline = at
+	}
+	// Something to write (a batch, a hold, a flush's outcome) is written
+	// once the worker has caught up: it looks every quietFor.
+	pending := !b.empty() || c.held || c.flushing != nil
+	if quiet := time.Now().Add(c.quietFor()); pending && quiet.Before(deadline) {
+		deadline = quiet
 	}
 	pollCtx, cancel := context.WithDeadline(ctx, deadline)
 	if f := c.flushing; f != nil {
@@ -502,15 +540,40 @@ func (c *consumer) poll(ctx context.Context) (caughtUp, closed bool) {
 	}
 	w.stats.Consumed.Add(int64(n))
 	w.lag.polled(fetches)
-	// A poll cut short by the flush's end waited less than a batch's age,
-	// but the worker has polled since that flush began (its batch was
-	// sealed then, so the polls since found all that arrived): once that
-	// is a batch's age ago, finding nothing means the worker caught up,
-	// and the sink is released as soon as the flush is over (the last
-	// batch of a backlog does not wait another batch age for its commit).
-	cut := c.flushing != nil && c.flushing.over(false) && time.Now().Before(deadline)
-	quiet := !cut || !time.Now().Before(c.flushBegan.Add(w.cfg.BatchAge))
-	return n == 0 && quiet, false
+	if n > 0 {
+		c.quietSince = wall
+	}
+	if n > 0 || !pending || wall.Sub(c.quietSince) < c.quietFor() || !w.lag.polledAll() {
+		return false, false
+	}
+	// The high watermarks are those of the last fetches, and a fetch held
+	// up looks like a stream fallen quiet: the broker's end offsets settle
+	// it.
+	if c.brokerListsNothingNew(ctx) {
+		return true, false
+	}
+	c.quietSince = time.Now() // not before another quiet period
+	return false, false
+}
+
+// brokerListsNothingNew asks the broker for the topic's end offsets and
+// reports whether the worker has polled up to them on every partition it
+// consumes; false when the broker does not answer within brokerCheck.
+func (c *consumer) brokerListsNothingNew(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, brokerCheck)
+	defer cancel()
+	ends, err := kadm.NewClient(c.cl).ListEndOffsets(ctx, c.w.cfg.Topic)
+	if err != nil {
+		return false
+	}
+	return c.w.lag.polledUpTo(ends)
+}
+
+func (c *consumer) quietFor() time.Duration {
+	if c.w.cfg.quietFor > 0 {
+		return c.w.cfg.quietFor
+	}
+	return quietFor
 }
 
 // dueAt is when the batch falls due by its age, or, when it is empty, the
@@ -557,7 +620,7 @@ func (c *consumer) due() bool {
 func (c *consumer) maybeFlush(ctx context.Context, caughtUp, stopping bool) error {
 	w, b := c.w, c.b
 	if f := c.flushing; f != nil {
-		if !f.over(c.due() || stopping || c.hurry.Load()) {
+		if !f.over(c.due() || stopping || c.hurry.Load() || caughtUp) {
 			return nil
 		}
 		if err := c.collect(); err != nil {
@@ -566,12 +629,11 @@ func (c *consumer) maybeFlush(ctx context.Context, caughtUp, stopping bool) erro
 	}
 	_, pending := c.dueAt() // a batch, a hold, or a Timed sink's own write
 	due := c.due()
-	// A poll that found nothing new means the worker has caught up: the
-	// hold's larger merges gain nothing then, so it ends at once (a
-	// drained backlog is committed, and a quiet stream's global view is
-	// current).
-	idle := caughtUp && b.empty()
-	if !pending || !(due || stopping || c.hurry.Load() || (c.held && idle)) {
+	// A worker that has caught up has nothing to gain from waiting: the
+	// batch and the hold are written at once (a drained backlog is
+	// committed, and a quiet stream's counts are current).
+	idle := caughtUp && (!b.empty() || c.held)
+	if !pending || !(due || stopping || c.hurry.Load() || idle) {
 		return nil
 	}
 	release := stopping || c.hurry.Load() || idle
