@@ -363,7 +363,7 @@ func (r *PipelineReport) writeDrainMarkdown(w io.Writer) {
 		writeDrainRuns(w, r.Drains)
 	}
 	fmt.Fprintf(w, `Notes:
-- Drain rate = events counted into Redis ÷ drain time. The drain time includes joining the consumer group and, for the pipeline, the first batch's age (%s: a batch is cut by its age or its size while the worker is behind) and the moment a worker takes to find it has caught up (nothing new for 250 ms, and the broker lists nothing more), when it writes its last batch and its holds.
+- Drain rate = events counted into Redis ÷ drain time. The drain time includes joining the consumer group and, for the pipeline, the first batch's age (%s: a batch is cut by its age or its size while the worker is behind) and the moment a worker takes to find it has caught up (nothing new for 250 ms, and the broker lists nothing more; at most once a minute, else a batch age), when it writes its last batch and its holds.
 - Redis CPU (used_cpu_sys + used_cpu_user) and commands (total_commands_processed; commandstats calls also count those inside Lua scripts) are the growth over the drain, less the benchmark's INFO, per event drained. The pipeline's include the scheduler's refreshes during the drain; the naive baseline runs no scheduler but keeps its bookkeeping (workspace index, minute sets, dirty set) once per batch.
 - The backlog's events are stamped as they are produced (over %.2f s for the pipeline's), so they are all in the current hour.
 `, c.BatchAge, m.Pipeline.ProduceSeconds)

@@ -165,6 +165,28 @@ func (a *assignedAt) set(assigned map[string][]int32, now time.Time) {
 	}
 }
 
+// drop forgets partitions the worker no longer has.
+func (a *assignedAt) drop(lost map[string][]int32) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for topic, ps := range lost {
+		for _, p := range ps {
+			delete(a.at, topicPartition{topic, p})
+		}
+	}
+}
+
+// partitions returns the partitions the worker has.
+func (a *assignedAt) partitions() []topicPartition {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]topicPartition, 0, len(a.at))
+	for tp := range a.at {
+		out = append(out, tp)
+	}
+	return out
+}
+
 // floor returns r's arrival (arrival), or its partition's assignment if
 // that came later.
 func (a *assignedAt) floor(r *kgo.Record, wall time.Time) time.Time {

@@ -96,21 +96,28 @@ func (l *lagState) polledAll() bool {
 	return true
 }
 
-// polledUpTo takes the end offsets the broker listed as fresher high
-// watermarks, and reports whether the worker has polled up to them on
-// every partition it consumes (false when one is missing or failed).
-func (l *lagState) polledUpTo(ends kadm.ListedOffsets) bool {
+// polledUpTo takes the end offsets the broker listed (fresher high
+// watermarks than the fetches') and reports whether the worker has polled
+// up to them on every partition assigned to it; a partition it has polled
+// nothing from yet, up to its committed offset (its position) instead.
+// False when an offset is missing or failed: the worker cannot tell.
+func (l *lagState) polledUpTo(ends kadm.ListedOffsets, assigned []topicPartition, committed map[string]map[int32]kgo.EpochOffset) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	all := true
-	for tp, st := range l.parts {
+	for _, tp := range assigned {
 		o, ok := ends.Lookup(tp.topic, tp.partition)
 		if !ok || o.Err != nil {
 			all = false
 			continue
 		}
-		st.hw = max(st.hw, o.Offset)
-		all = all && st.polled >= st.hw
+		if st := l.parts[tp]; st != nil {
+			st.hw = o.Offset
+			all = all && st.polled >= o.Offset
+			continue
+		}
+		c, ok := committed[tp.topic][tp.partition]
+		all = all && ok && c.Offset >= o.Offset
 	}
 	return all
 }
@@ -167,12 +174,13 @@ func (l *lagState) snapshot(now time.Time) []PartitionLag {
 // still owns, at now.
 func (w *Worker) Lag(now time.Time) []PartitionLag { return w.lag.snapshot(now) }
 
-// lagHooks are the client options that drop the lag of partitions the
-// worker loses in a rebalance, and tell a sink that keeps state per
-// partition (PartitionKeeper) to forget it.
-func (w *Worker) lagHooks() []kgo.Opt {
+// lagHooks are the client options that drop the lag and the assignment
+// of partitions the worker loses in a rebalance, and tell a sink that
+// keeps state per partition (PartitionKeeper) to forget it.
+func (w *Worker) lagHooks(assigned *assignedAt) []kgo.Opt {
 	drop := func(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
 		w.lag.drop(lost)
+		assigned.drop(lost)
 		if k, ok := w.cfg.Sink.(PartitionKeeper); ok {
 			k.PartitionsGone(lost)
 		}

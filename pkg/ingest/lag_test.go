@@ -88,9 +88,11 @@ func TestPolledAll(t *testing.T) {
 	check(true, "the first partition revoked")
 }
 
-// TestPolledUpTo: the broker's end offsets are fresher high watermarks:
-// a worker polled up to its last fetches is behind when the broker lists
-// more, and when it cannot tell for one of its partitions.
+// TestPolledUpTo: the broker's end offsets are fresher high watermarks: a
+// worker polled up to its last fetches is behind when the broker lists
+// more, when it cannot tell for one of its partitions, and when a
+// partition it has polled nothing from lists more than its committed
+// offset (or it has none). Partitions not assigned to it do not count.
 func TestPolledUpTo(t *testing.T) {
 	w := &Worker{}
 	w.lag.polled(kgo.Fetches{{Topics: []kgo.FetchTopic{{Topic: "t", Partitions: []kgo.FetchPartition{
@@ -100,21 +102,31 @@ func TestPolledUpTo(t *testing.T) {
 	if !w.lag.polledAll() {
 		t.Fatal("polled up to the fetches' high watermarks, yet not polledAll")
 	}
-	ends := func(p0, p1 int64, err1 error) kadm.ListedOffsets {
+	ends := func(p0, p1, p3 int64, err1 error) kadm.ListedOffsets {
 		return kadm.ListedOffsets{"t": {
 			0: {Topic: "t", Partition: 0, Offset: p0},
 			1: {Topic: "t", Partition: 1, Offset: p1, Err: err1},
 			2: {Topic: "t", Partition: 2, Offset: 100}, // not the worker's
+			3: {Topic: "t", Partition: 3, Offset: p3},  // the worker's, nothing polled yet
 		}}
 	}
-	if !w.lag.polledUpTo(ends(3, 8, nil)) {
-		t.Error("the broker lists nothing new, yet not polled up to it")
-	}
-	if w.lag.polledUpTo(ends(3, 8, errors.New("not leader"))) {
-		t.Error("a partition's end offset failed, yet polled up to it")
-	}
-	if w.lag.polledUpTo(ends(5, 8, nil)) {
-		t.Error("the broker lists two more records of partition 0, yet polled up to it")
+	assigned := []topicPartition{{"t", 0}, {"t", 1}, {"t", 3}}
+	committed := map[string]map[int32]kgo.EpochOffset{"t": {3: {Offset: 40}}}
+	for _, tc := range []struct {
+		what      string
+		ends      kadm.ListedOffsets
+		committed map[string]map[int32]kgo.EpochOffset
+		want      bool
+	}{
+		{"the broker lists nothing new", ends(3, 8, 40, nil), committed, true},
+		{"a partition's end offset failed", ends(3, 8, 40, errors.New("not leader")), committed, false},
+		{"a partition not polled yet lists more than its committed offset", ends(3, 8, 41, nil), committed, false},
+		{"a partition not polled yet has no committed offset", ends(3, 8, 40, nil), nil, false},
+		{"the broker lists two more records of partition 0", ends(5, 8, 40, nil), committed, false},
+	} {
+		if got := w.lag.polledUpTo(tc.ends, assigned, tc.committed); got != tc.want {
+			t.Errorf("%s: polledUpTo %v, want %v", tc.what, got, tc.want)
+		}
 	}
 	if w.lag.polledAll() {
 		t.Error("the end offsets listed did not become partition 0's high watermark")

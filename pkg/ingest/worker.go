@@ -103,7 +103,8 @@ type Config struct {
 	// record reached the broker, counted from no earlier than the last
 	// flush's start, nor than its partition's assignment (see batchStart);
 	// for the channel sink, also as the minute it started in ends, if
-	// sooner (MinuteCutter, batchDue).
+	// sooner (MinuteCutter, batchDue); and sooner once the worker has
+	// caught up (see quietFor).
 	// It bounds freshness, with the time the writes and the refresh take.
 	BatchAge time.Duration
 	// MaxSkew is how far ahead of its arrival an event time may be and
@@ -159,8 +160,9 @@ type Config struct {
 	// ErrStartOver); without it a worker given Sink cannot, and stops.
 	NewSink func() (Sink, error)
 
-	// quietFor replaces quietFor (tests that model a live stream with a
-	// few records set it long).
+	// quietFor, when set, is the quiet period instead of the constant
+	// quietFor (tests that model a live stream with a few records set it
+	// long).
 	quietFor time.Duration
 }
 
@@ -383,7 +385,7 @@ func (w *Worker) newClient(hurry *atomic.Bool, assigned *assignedAt) (*kgo.Clien
 				k.PartitionsAssigned(got)
 			}
 		}),
-	}, w.lagHooks()...)
+	}, w.lagHooks(assigned)...)
 	// Heartbeats must come well within the session timeout, and they are
 	// how the other members learn that a rebalance (a dead member's
 	// partitions to take over) waits for them: at most a second apart.
@@ -394,23 +396,25 @@ func (w *Worker) newClient(hurry *atomic.Bool, assigned *assignedAt) (*kgo.Clien
 	return kafka.NewClient(w.cfg.Kafka, opts...)
 }
 
-// A worker has caught up when it has polled every record of its
-// partitions (up to the high watermarks its fetches reported), found
-// nothing new for quietFor, and the broker's end offsets, asked then,
-// agree. It then writes its batch and its holds at once: waiting would
-// only make them older. A stream of more than a few dozen records a
-// second per worker does not fall quiet for that long, and one whose
-// fetch was held up has records waiting at the broker, so its batches
-// keep their age and its holds their minute; a drained backlog is
-// written and committed at once, not a batch age later (BENCHMARKS.md,
-// "Caught up when the stream falls quiet").
+// A worker has caught up when nothing new has reached it for a batch age
+// while it has something to write, or sooner, at most once a minute: when
+// it has polled every record of its partitions (up to the high watermarks
+// its fetches reported), found nothing new for quietFor, and the broker's
+// end offsets, asked then, agree. It then writes its batch and its holds
+// at once: waiting would only make them older. So a drained backlog is
+// written and committed at once, not a batch age and then another one
+// later (BENCHMARKS.md, "Caught up when the stream falls quiet").
 //
-// quietFor is over the fetch gaps of a busy machine: at 200,000 events/s
-// on this 2-core one, fetches came 100 to 212 ms apart a few times a
-// minute (with 24,000 to 51,000 records waiting at the broker), so at
-// 100 ms the worker asked the broker about 20 times a minute, each a
-// round trip of up to 200 ms in the poll loop; at 250 ms it did not ask
-// once in a run of 70 s.
+// Once a minute bounds what a bursty stream (producers that send every
+// second, a stream of a few records a second) costs: one early write of
+// the minute buckets' hold a minute, the rest of the minute added to them
+// at its end, and one early batch. quietFor is over the fetch gaps of a
+// busy machine: at 200,000 events/s on this 2-core one, fetches came 100
+// to 212 ms apart a few times a minute (with 24,000 to 51,000 records
+// waiting at the broker), so at 100 ms the worker asked the broker about
+// 20 times a minute, each a round trip of up to 200 ms in the poll loop;
+// at 250 ms it did not ask once in a run of 70 s. The broker's answer is
+// what tells such a gap from a stream that has ended.
 const (
 	quietFor    = 250 * time.Millisecond
 	brokerCheck = 2 * time.Second // bounds the end offsets' request
@@ -444,8 +448,9 @@ type consumer struct {
 	// written and committed in order, and the worker holds at most two.
 	flushing *flushing
 	// quietSince is when a poll last brought records, or the broker last
-	// listed records the worker had not polled (see quietFor).
-	quietSince time.Time
+	// listed records the worker had not polled (see quietFor); caughtUpAt
+	// is when the worker last found itself caught up by the broker's word.
+	quietSince, caughtUpAt time.Time
 }
 
 // flushing is one batch's flush (Worker.flush) on a goroutine of its own.
@@ -484,9 +489,8 @@ func (c *consumer) wait() {
 // poll adds to the batch what one poll brings, waiting at most until the
 // batch (or the hold) is due, until the flush under way ends, or, with
 // something to write, quietFor. It reports caughtUp when the worker, with
-// something to write, has polled every record its partitions held, found
-// nothing new for quietFor, and the broker agrees (see quietFor), or
-// closed when the client is closed.
+// something to write, has caught up (see quietFor), or closed when the
+// client is closed.
 func (c *consumer) poll(ctx context.Context) (caughtUp, closed bool) {
 	w, b := c.w, c.b
 	// At most a batch's age, so that the loop looks again at what is due
@@ -543,13 +547,20 @@ func (c *consumer) poll(ctx context.Context) (caughtUp, closed bool) {
 	if n > 0 {
 		c.quietSince = wall
 	}
-	if n > 0 || !pending || wall.Sub(c.quietSince) < c.quietFor() || !w.lag.polledAll() {
+	quiet := wall.Sub(c.quietSince)
+	switch {
+	case n > 0 || !pending:
+		return false, false
+	case quiet >= w.cfg.BatchAge:
+		return true, false
+	case quiet < c.quietFor() || !w.lag.polledAll() || wall.Truncate(time.Minute).Before(c.caughtUpAt):
 		return false, false
 	}
 	// The high watermarks are those of the last fetches, and a fetch held
 	// up looks like a stream fallen quiet: the broker's end offsets settle
 	// it.
 	if c.brokerListsNothingNew(ctx) {
+		c.caughtUpAt = wall
 		return true, false
 	}
 	c.quietSince = time.Now() // not before another quiet period
@@ -557,16 +568,18 @@ func (c *consumer) poll(ctx context.Context) (caughtUp, closed bool) {
 }
 
 // brokerListsNothingNew asks the broker for the topic's end offsets and
-// reports whether the worker has polled up to them on every partition it
-// consumes; false when the broker does not answer within brokerCheck.
+// reports whether the worker has polled up to them on every partition
+// assigned to it; false when the broker does not answer for one of them
+// within brokerCheck.
 func (c *consumer) brokerListsNothingNew(ctx context.Context) bool {
 	ctx, cancel := context.WithTimeout(ctx, brokerCheck)
 	defer cancel()
 	ends, err := kadm.NewClient(c.cl).ListEndOffsets(ctx, c.w.cfg.Topic)
-	if err != nil {
+	var partial *kadm.ShardErrors // a broker that leads none of ours does not matter
+	if err != nil && !errors.As(err, &partial) {
 		return false
 	}
-	return c.w.lag.polledUpTo(ends)
+	return c.w.lag.polledUpTo(ends, c.assigned.partitions(), c.cl.CommittedOffsets())
 }
 
 func (c *consumer) quietFor() time.Duration {
