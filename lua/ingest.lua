@@ -56,9 +56,8 @@
 --             all and all:err; folding, while rollup.lua folds that
 --             minute in chunks (fold_late); win:1h:slide and
 --             win:1h:slide:out, while refresh.lua slides a minute out in
---             parts; win:1h:rescan, whose k sets the candidates kept while
---             refresh.lua rescans the sum; and tmp, a scratch set deleted
---             before the call ends
+--             parts; and win:1h:rescan, whose k sets the candidates kept
+--             while refresh.lua rescans the sum
 --             (see pkg/keys; same hash tag, so same slot)
 --   source    "<topic>/<partition>" the counts were read from, or "" for
 --             counts with no source (then no fence applies)
@@ -531,12 +530,35 @@ local function add_sum(k, g, apply, c)
   return added, latest, kept
 end
 
+-- add_counts adds list's pairs (increment, member, ...) to sorted set key:
+-- one ZMSCORE reads the members' counts and one ZADD sets their sums
+-- (written into list). The members must be distinct, as a bucket group's
+-- are (its parts hold distinct channels; a ZADD of a member twice would
+-- keep one sum). A ZINCRBY each cost a command per pair, and a ZUNIONSTORE
+-- through a scratch set rewrote the whole set; the held buckets' Redis
+-- time fell by 17 to 20% without them (BENCHMARKS.md, "Counts added to a
+-- bucket in one ZMSCORE and one ZADD"). The counts are integers well
+-- below 2^53: exact in Lua's numbers, and in the ZADD, which Redis sends
+-- with %.17g.
+local function add_counts(key, list)
+  local members = {}
+  for j = 2, #list, 2 do
+    members[#members + 1] = list[j]
+  end
+  for j, old in ipairs(bulk('ZMSCORE', key, members)) do
+    if old then
+      list[2 * j - 1] = tonumber(old) + tonumber(list[2 * j - 1])
+    end
+  end
+  bulk('ZADD', key, list)
+end
+
 -- add_buckets adds a bucket group's applied parts to its buckets (keys
 -- after KEYS[k], its fence), and to the rollups made from a late minute;
 -- marks are roll's. It returns the pairs added and the latest expiry of
 -- the buckets written.
 local function add_buckets(k, g, apply, marks, hret, dret)
-  local roll, fold, tmp = KEYS[k + 1], KEYS[k + 2], g.base .. 'tmp'
+  local roll, fold = KEYS[k + 1], KEYS[k + 2]
   local sliding = redis.call('HGET', g.base .. 'win:1h:slide', 'm')
   local folded, closed, floor, first_hour = marks.h, marks.c, marks.floor or 0, marks.f
   local added, latest = 0, 0
@@ -548,21 +570,16 @@ local function add_buckets(k, g, apply, marks, hret, dret)
     local late = folded ~= nil and mi <= folded
     local hour_closed = closed ~= nil and hour <= closed
     -- A bucket's first write is one ZADD of the pairs as they come: the
-    -- parts of a group hold distinct channels. A later one adds to it in
-    -- C, the pairs of all the parts through a scratch set and one
-    -- ZUNIONSTORE, unless the bucket is so much larger than the pairs
-    -- that rewriting it would cost more than a ZINCRBY each. (The pairs of
-    -- all the parts, not of each: a large workspace's hold goes in parts
-    -- of a few pairs per fence chunk, each far smaller than its bucket.)
+    -- parts of a group hold distinct channels. A later one (a hold that
+    -- ended early, late records, a large workspace's hold in several
+    -- calls, every flush but the first without holds) adds the pairs of
+    -- all the parts with one ZMSCORE and one ZADD (add_counts): a cost
+    -- that follows the pairs, not the bucket. A minute being folded in
+    -- chunks takes them one at a time (fold_late).
     local size = redis.call('ZCARD', bucket)
     local folding = marks.fm == mi and not late
-    local total = 0
-    for _, part in ipairs(apply) do
-      total = total + tonumber(ARGV[part.at[i]])
-    end
-    local union = not folding and size > 0 and total * 4 >= size
     local fr = marks.fr
-    local pairs_in = 0
+    local pairs_in, adding = 0, {}
     for _, part in ipairs(apply) do
       local at = part.at[i]
       local n = tonumber(ARGV[at])
@@ -573,11 +590,9 @@ local function add_buckets(k, g, apply, marks, hret, dret)
           end
         elseif size == 0 then
           bulk('ZADD', bucket, ARGV, at + 1, at + 2 * n)
-        elseif union then
-          bulk('ZADD', tmp, ARGV, at + 1, at + 2 * n)
         else
-          for q = at + 1, at + 2 * n - 1, 2 do
-            redis.call('ZINCRBY', bucket, ARGV[q], ARGV[q + 1])
+          for q = at + 1, at + 2 * n do
+            adding[#adding + 1] = ARGV[q]
           end
         end
         if minute == sliding then
@@ -599,9 +614,8 @@ local function add_buckets(k, g, apply, marks, hret, dret)
         pairs_in = pairs_in + n
       end
     end
-    if union and pairs_in > 0 then
-      redis.call('ZUNIONSTORE', bucket, 2, bucket, tmp)
-      redis.call('DEL', tmp)
+    if #adding > 0 then
+      add_counts(bucket, adding)
     end
     if marks.fr ~= fr then
       redis.call('HSET', roll, 'fr', marks.fr)

@@ -443,38 +443,77 @@ func TestHeldMinutesClearAsTheirHoldsLand(t *testing.T) {
 	}
 }
 
-// TestHeldChunksJoinInOneUnion: a large workspace's hold goes in parts of
-// a few pairs per fence chunk; into a bucket that has counts already,
-// ingest.lua adds the parts of a call together, through one ZUNIONSTORE,
-// rather than judging each part against the bucket's size (which took a
-// ZINCRBY per pair), and the bucket ends exact.
-func TestHeldChunksJoinInOneUnion(t *testing.T) {
-	ctx := context.Background()
-	st, c := newStore(t, store.Options{MaxPairsPerCall: 300})
-	m := window.Minute(time.Now())
-	want := map[string]int64{}
-	write := func(first, last int64, channels int) {
-		t.Helper()
-		counts := store.Counts{}
-		for ch := range channels {
-			counts.Add("big", m, fmt.Sprintf("c%d", ch), 1+int64(ch%3))
-			want[fmt.Sprintf("c%d", ch)] += 1 + int64(ch%3)
-		}
-		b := st.PrepareBucketParts([]store.Part{{Source: store.Source{Name: "t/0", First: first, Last: last}, Counts: counts}})
-		if err := st.Apply(ctx, b); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write(0, 199, 200) // a new bucket: one ZADD
-	zincrby, zunion := commandCalls(t, c, "zincrby"), commandCalls(t, c, "zunionstore")
-	write(200, 599, 400) // 400 pairs in chunks, over two calls of at most 300
-	if n := commandCalls(t, c, "zincrby") - zincrby; n != 0 {
-		t.Errorf("%d ZINCRBY for a hold in chunks into a bucket at most 4 times its pairs, want 0", n)
-	}
-	if n := commandCalls(t, c, "zunionstore") - zunion; n != 2 {
-		t.Errorf("%d ZUNIONSTORE for a hold of two calls, want 2 (one per call)", n)
-	}
-	if got := readZset(t, c, keys.New("").Workspace("big").Bucket(m)); fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("bucket = %v, want %v", got, want)
+// TestHeldCountsAddedToABucket: a bucket that has counts already (a hold
+// ended early, late records, a large workspace's hold in several calls)
+// takes a call's pairs, of all its parts (a large workspace's hold goes in
+// parts of a few pairs per fence chunk), with one ZMSCORE and one ZADD,
+// whatever the bucket's size, where it took a ZINCRBY per pair or a
+// ZUNIONSTORE rewriting the whole bucket; a new bucket takes no ZMSCORE.
+// The bucket ends exact, for calls of more pairs than one ZADD takes
+// (bulk.lua's 4,000 values) too, and for two sources' groups of one call
+// into the same bucket.
+func TestHeldCountsAddedToABucket(t *testing.T) {
+	type span struct{ source, from, channels int } // channels c<from>.. of source t/<source>
+	for _, tc := range []struct {
+		name          string
+		maxPairs      int
+		first, second []span // the bucket's first write, then the one measured
+		zmscore       int64  // ZMSCORE commands the second takes
+	}{
+		{"parts of a call together, over two calls", 300, []span{{0, 0, 200}}, []span{{0, 0, 400}}, 2},
+		{"few pairs into a large bucket", 300, []span{{0, 0, 290}}, []span{{0, 100, 5}}, 1},
+		{"more pairs than one ZADD takes", 10_000, []span{{0, 0, 5_000}}, []span{{0, 2_500, 5_000}}, 2},
+		{"two sources' groups of one call", 300, []span{{0, 0, 100}}, []span{{0, 0, 50}, {1, 25, 50}}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			st, c := newStore(t, store.Options{MaxPairsPerCall: tc.maxPairs})
+			m := window.Minute(time.Now())
+			want := map[string]int64{}
+			last := map[int]int64{} // per source
+			write := func(spans []span) {
+				t.Helper()
+				var parts []store.Part
+				for _, sp := range spans {
+					counts := store.Counts{}
+					for ch := sp.from; ch < sp.from+sp.channels; ch++ {
+						counts.Add("big", m, fmt.Sprintf("c%d", ch), 1+int64(ch%3))
+						want[fmt.Sprintf("c%d", ch)] += 1 + int64(ch%3)
+					}
+					first := last[sp.source] + 1
+					last[sp.source] += int64(sp.channels)
+					parts = append(parts, store.Part{Source: store.Source{Name: fmt.Sprintf("t/%d", sp.source), First: first, Last: last[sp.source]}, Counts: counts})
+				}
+				if err := st.Apply(ctx, st.PrepareBucketParts(parts)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			calls := func() map[string]int64 {
+				out := map[string]int64{}
+				for _, cmd := range []string{"zincrby", "zunionstore", "zmscore"} {
+					out[cmd] = commandCalls(t, c, cmd)
+				}
+				return out
+			}
+			write(tc.first) // a new bucket: ZADDs of the pairs as they come
+			if n := calls()["zmscore"]; n != 0 {
+				t.Errorf("%d ZMSCORE for a new bucket, want 0", n)
+			}
+			before := calls()
+			write(tc.second)
+			after := calls()
+			if n := after["zincrby"] - before["zincrby"]; n != 0 {
+				t.Errorf("%d ZINCRBY, want 0", n)
+			}
+			if n := after["zunionstore"] - before["zunionstore"]; n != 0 {
+				t.Errorf("%d ZUNIONSTORE, want 0", n)
+			}
+			if n := after["zmscore"] - before["zmscore"]; n != tc.zmscore {
+				t.Errorf("%d ZMSCORE, want %d (one per group and call, per 4,000 members)", n, tc.zmscore)
+			}
+			if got := readZset(t, c, keys.New("").Workspace("big").Bucket(m)); fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("bucket = %v, want %v", got, want)
+			}
+		})
 	}
 }
