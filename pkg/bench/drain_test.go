@@ -4,12 +4,24 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/topk-dev/topk/pkg/internal/testenv"
 )
+
+// tinyDrain is the drain of n events of a small chat workload that the
+// tests run.
+func tinyDrain(redisAddr string, brokers []string, progress io.Writer, n int64) PipelineConfig {
+	return PipelineConfig{
+		Workload: WorkloadChat, Workspaces: 50, Channels: 200, Drain: n,
+		Duration: 30 * time.Second, Workers: 2, Partitions: 4, BatchAge: 200 * time.Millisecond,
+		Interval:  500 * time.Millisecond,
+		RedisAddr: redisAddr, Brokers: brokers, Progress: progress, ProgressEvery: time.Second,
+	}
+}
 
 // A small backlog drained by both designs, twice: each drains exactly the
 // backlog at a positive rate, Redis did work for it, the median and the
@@ -22,12 +34,8 @@ func TestPipelineDrain(t *testing.T) {
 	// the events (at 20,000 the pipeline's commands per event exceeded the
 	// naive consumer's once the global view had 16 shards).
 	const n = 60_000
-	cfg := PipelineConfig{
-		Workload: WorkloadChat, Workspaces: 50, Channels: 200, Drain: n,
-		Duration: 30 * time.Second, Workers: 2, Partitions: 4, BatchAge: 200 * time.Millisecond,
-		Interval: 500 * time.Millisecond, Naive: true,
-		RedisAddr: redisAddr, Brokers: brokers, Progress: &progress, ProgressEvery: time.Second,
-	}
+	cfg := tinyDrain(redisAddr, brokers, &progress, n)
+	cfg.Naive = true
 	rep, err := RunPipelineReport(context.Background(), cfg, 2, nil, nil)
 	if err != nil {
 		t.Fatalf("%v\nprogress:\n%s", err, progress.String())
@@ -107,13 +115,8 @@ func TestPipelineDrain(t *testing.T) {
 func TestPipelineDrainProfile(t *testing.T) {
 	redisAddr, brokers := tinyRunServices(t)
 	var progress testenv.SyncBuffer
-	const n = 20_000
-	cfg := PipelineConfig{
-		Workload: WorkloadChat, Workspaces: 50, Channels: 200, Drain: n,
-		Duration: 30 * time.Second, Workers: 2, Partitions: 4, BatchAge: 200 * time.Millisecond,
-		Interval: 500 * time.Millisecond, Profile: true,
-		RedisAddr: redisAddr, Brokers: brokers, Progress: &progress, ProgressEvery: time.Second,
-	}
+	cfg := tinyDrain(redisAddr, brokers, &progress, 20_000)
+	cfg.Profile = true
 	rep, err := RunPipelineReport(context.Background(), cfg, 1, nil, nil)
 	if err != nil {
 		t.Fatalf("%v\nprogress:\n%s", err, progress.String())

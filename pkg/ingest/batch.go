@@ -169,9 +169,15 @@ func (a *assignedAt) set(assigned map[string][]int32, now time.Time) {
 func (a *assignedAt) drop(lost map[string][]int32) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	forget(a.at, lost)
+}
+
+// forget deletes the partitions of lost (as a rebalance hook names them)
+// from m.
+func forget[V any](m map[topicPartition]V, lost map[string][]int32) {
 	for topic, ps := range lost {
 		for _, p := range ps {
-			delete(a.at, topicPartition{topic, p})
+			delete(m, topicPartition{topic, p})
 		}
 	}
 }

@@ -137,11 +137,7 @@ func (l *lagState) written(last map[topicPartition]*kgo.Record) {
 func (l *lagState) drop(lost map[string][]int32) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for topic, ps := range lost {
-		for _, p := range ps {
-			delete(l.parts, topicPartition{topic, p})
-		}
-	}
+	forget(l.parts, lost)
 }
 
 func (l *lagState) snapshot(now time.Time) []PartitionLag {
