@@ -428,8 +428,10 @@ func TestDecodeMultiMegabyte(t *testing.T) {
 				t.Fatalf("Decode of a %d MB record: %v, want a short too_large", mb, err)
 			}
 			// Decoding would allocate; the length check allocates only
-			// the error.
-			if allocs := testing.AllocsPerRun(10, func() { _, _ = events.Decode(value) }); allocs > 5 {
+			// the error: its message and two boxed numbers, about 5 (6
+			// once under load, likely a GC emptying fmt's pool of
+			// printers meanwhile).
+			if allocs := testing.AllocsPerRun(10, func() { _, _ = events.Decode(value) }); allocs > 8 {
 				t.Errorf("Decode of a %d MB record: %.0f allocations", mb, allocs)
 			}
 		}
