@@ -113,6 +113,11 @@ func channelSink(c *cli.Context, st *store.Store, guard *replica.Guard, log *slo
 			if ownK = c.Int("k"); ownK < 1 {
 				return nil, cli.Exit(fmt.Sprintf("--k %d: --hour-counts worker keeps a ranking of at least 1 entry", ownK), ExitUsage)
 			}
+			if age := c.Duration("bucket-age"); age < 0 {
+				// A worker recovers and slides its hour from the minute
+				// buckets, which it writes from its holds.
+				return nil, cli.Exit(fmt.Sprintf("--bucket-age %s: --hour-counts worker needs the minute buckets held (0 for the default, or above 0)", age), ExitUsage)
+			}
 		}
 		w := writeStore(st, guard) // once per worker life
 		return ingest.NewChannelSink(w, ingest.ChannelOptions{Lateness: c.Duration("lateness"), MaxSkew: c.Duration("max-skew"),
