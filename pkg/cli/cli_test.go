@@ -365,9 +365,10 @@ func TestPipelineSurvivesScriptFlush(t *testing.T) {
 	loaded := mustRun(t, "scripts", "load", "--redis", redis)
 	checkScriptLines(t, loaded)
 
-	ingest := startCLI(t, "ingest", "--brokers", brokers, "--redis", redis, "--batch-age", "50ms", "--workers", "2")
+	// The running sums' scripts (refresh.lua) are among those checked.
+	ingest := startCLI(t, "ingest", "--brokers", brokers, "--redis", redis, "--hour-counts", "redis", "--batch-age", "50ms", "--workers", "2")
 	waitStarted(t, ingest, "ingest worker started")
-	sched := startCLI(t, "schedule", "--redis", redis, "--interval", "200ms")
+	sched := startCLI(t, "schedule", "--redis", redis, "--hour-counts", "redis", "--interval", "200ms")
 	waitStarted(t, sched, "scheduler started")
 
 	producer, err := kafka.NewClient(kafka.Config{Brokers: kc.ListenAddrs()}, kgo.DefaultProduceTopic(topic))

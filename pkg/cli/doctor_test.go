@@ -218,7 +218,7 @@ func TestDoctorKeying(t *testing.T) {
 	}
 	args := []string{"doctor", "--redis", r.Addr(), "--brokers", brokers, "--activity-topic", "", "--timeout", "2s"}
 
-	out, errOut, err := runCLI(t, args...)
+	out, errOut, err := runCLI(t, append(args, "--hour-counts", "redis")...)
 	if code := exitCode(t, err); code != 0 {
 		t.Errorf("--hour-counts redis: exit %d, want 0 (warnings only)\n%s%s", code, out, errOut)
 	}

@@ -181,7 +181,7 @@ func TestRebuildRestoresEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	ingest := startCLI(t, "ingest", "--brokers", brokers, "--redis", redis, "--batch-age", "50ms", "--batch-events", "700", "--unique-users", "acme")
+	ingest := startCLI(t, "ingest", "--brokers", brokers, "--redis", redis, "--hour-counts", "redis", "--batch-age", "50ms", "--batch-events", "700", "--unique-users", "acme")
 	waitStarted(t, ingest, "ingest worker started")
 	counted := func() (bool, string) {
 		wss := []string{"acme", "a}b", "50%", "w4", "w5"}
@@ -191,7 +191,7 @@ func TestRebuildRestoresEverything(t *testing.T) {
 		return allRanked(t, redis, wss, "all", n)
 	}
 	// Long windows refreshed at every tick, so they too are complete.
-	sched := startCLI(t, "schedule", "--redis", redis, "--interval", "100ms", "--cadence", "24h=1ms,7d=1ms,30d=1ms,all=1ms")
+	sched := startCLI(t, "schedule", "--redis", redis, "--hour-counts", "redis", "--interval", "100ms", "--cadence", "24h=1ms,7d=1ms,30d=1ms,all=1ms")
 	waitStarted(t, sched, "scheduler started")
 	waitFor(t, "every event counted and ranked", counted, ingest, sched)
 	waitLongWindowsSettled(t, rc, ingest, sched)
@@ -203,7 +203,7 @@ func TestRebuildRestoresEverything(t *testing.T) {
 	// Two rebuilds over the same topic on a Redis that has everything: every
 	// record is counted already, in the workspaces and in the global view.
 	for range 2 {
-		out := mustRun(t, "rebuild", "--brokers", brokers, "--redis", redis, "--since", "1h5m", "--unique-users", "acme")
+		out := mustRun(t, "rebuild", "--brokers", brokers, "--redis", redis, "--hour-counts", "redis", "--since", "1h5m", "--unique-users", "acme")
 		if !strings.Contains(out, fmt.Sprintf("0 events counted, %d already counted", n)) {
 			t.Fatalf("rebuild output: %s", out)
 		}
@@ -224,7 +224,7 @@ func TestRebuildRestoresEverything(t *testing.T) {
 	if got := redisSnapshot(t, rc); len(got) != 0 {
 		t.Fatalf("Redis still has %d keys after the restart", len(got))
 	}
-	out := mustRun(t, "rebuild", "--brokers", brokers, "--redis", redis, "--since", "1h5m", "--unique-users", "acme")
+	out := mustRun(t, "rebuild", "--brokers", brokers, "--redis", redis, "--hour-counts", "redis", "--since", "1h5m", "--unique-users", "acme")
 	if !strings.Contains(out, fmt.Sprintf("%d events counted, 0 already counted, 10 rejected", n)) {
 		t.Fatalf("rebuild output: %s", out)
 	}
@@ -239,7 +239,7 @@ func TestRebuildRestoresEverything(t *testing.T) {
 		return
 	}
 	// Again, on a Redis that has everything: every record is already there.
-	out = mustRun(t, "rebuild", "--brokers", brokers, "--redis", redis, "--since", "1h5m")
+	out = mustRun(t, "rebuild", "--brokers", brokers, "--redis", redis, "--hour-counts", "redis", "--since", "1h5m")
 	if !strings.Contains(out, fmt.Sprintf("0 events counted, %d already counted", n)) {
 		t.Fatalf("second rebuild output: %s", out)
 	}

@@ -162,12 +162,13 @@ func runFailover(t *testing.T, guard string) failoverResult {
 	via := sentinelArgs(s)
 
 	mustRun(t, append([]string{"scripts", "load"}, via...)...)
-	// Every batch committed at once (nothing held), so that the last
-	// 500 ms before the kill always hold commits for the guard to hold back.
-	ingest := startCLI(t, append([]string{"ingest", "--brokers", brokers, "--batch-age", "100ms", "--bucket-age", "-1s", "--global-age", "-1s",
+	// Every batch committed at once (nothing held, which the running
+	// sums allow), so that the last 500 ms before the kill always hold
+	// commits for the guard to hold back.
+	ingest := startCLI(t, append([]string{"ingest", "--brokers", brokers, "--hour-counts", "redis", "--batch-age", "100ms", "--bucket-age", "-1s", "--global-age", "-1s",
 		"--min-replicas-acked", guard, "--replica-ack-timeout", "500ms"}, via...)...)
 	waitStarted(t, ingest, "ingest worker started")
-	sched := startCLI(t, append([]string{"schedule", "--interval", "200ms"}, via...)...)
+	sched := startCLI(t, append([]string{"schedule", "--hour-counts", "redis", "--interval", "200ms"}, via...)...)
 	waitStarted(t, sched, "scheduler started")
 	serve := startCLI(t, append([]string{"serve", "--listen", "127.0.0.1:0", "--insecure-no-auth", "--brokers", brokers}, via...)...)
 	waitStarted(t, serve, "api listening")
