@@ -367,7 +367,7 @@ func (r *PipelineReport) writeDrainMarkdown(w io.Writer) {
 - Redis CPU (used_cpu_sys + used_cpu_user) and commands (total_commands_processed; commandstats calls also count those inside Lua scripts) are the growth over the drain, less the benchmark's INFO, per event drained. The pipeline's include the scheduler's refreshes during the drain; the naive baseline runs no scheduler but keeps its bookkeeping (workspace index, minute sets, dirty set) once per batch.
 - The backlog's events are stamped as they are produced (over %.2f s for the pipeline's), so they are all in the current hour.
 `, c.BatchAge, m.Pipeline.ProduceSeconds)
-	if c.Profile {
+	if m.Pipeline.Redis.Slowlog != nil { // as its rows (writeDrainTable)
 		fmt.Fprintln(w, strings.Replace(slowlogNote, "in the measured period", "during the drain", 1))
 	}
 	fmt.Fprintln(w)

@@ -104,7 +104,7 @@ type Config struct {
 	// flush's start, nor than its partition's assignment (see batchStart);
 	// for the channel sink, also as the minute it started in ends, if
 	// sooner (MinuteCutter, batchDue); and sooner once the worker has
-	// caught up (see quietFor).
+	// caught up (see defaultQuietFor).
 	// It bounds freshness, with the time the writes and the refresh take.
 	BatchAge time.Duration
 	// MaxSkew is how far ahead of its arrival an event time may be and
@@ -160,9 +160,9 @@ type Config struct {
 	// ErrStartOver); without it a worker given Sink cannot, and stops.
 	NewSink func() (Sink, error)
 
-	// quietFor, when set, is the quiet period instead of the constant
-	// quietFor (tests that model a live stream with a few records set it
-	// long).
+	// quietFor is how long a worker must find nothing new to count as
+	// caught up by the broker's word (default defaultQuietFor; tests that
+	// model a live stream with a few records set it long).
 	quietFor time.Duration
 }
 
@@ -260,6 +260,9 @@ func New(cfg Config) (*Worker, error) {
 	}
 	if cfg.RebalanceTimeout <= 0 {
 		cfg.RebalanceTimeout = DefaultRebalanceTimeout
+	}
+	if cfg.quietFor <= 0 {
+		cfg.quietFor = defaultQuietFor
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
@@ -399,25 +402,26 @@ func (w *Worker) newClient(hurry *atomic.Bool, assigned *assignedAt) (*kgo.Clien
 // A worker has caught up when nothing new has reached it for a batch age
 // while it has something to write, or sooner, at most once a minute: when
 // it has polled every record of its partitions (up to the high watermarks
-// its fetches reported), found nothing new for quietFor, and the broker's
-// end offsets, asked then, agree. It then writes its batch and its holds
-// at once: waiting would only make them older. So a drained backlog is
-// written and committed at once, not a batch age and then another one
-// later (BENCHMARKS.md, "Caught up when the stream falls quiet").
+// its fetches reported), found nothing new for Config.quietFor
+// (defaultQuietFor), and the broker's end offsets, asked then, agree. It
+// then writes its batch and its holds at once: waiting would only make
+// them older. So a drained backlog is written and committed at once, not
+// a batch age and then another one later (BENCHMARKS.md, "Caught up when
+// the stream falls quiet").
 //
 // Once a minute bounds what a bursty stream (producers that send every
 // second, a stream of a few records a second) costs: one early write of
 // the minute buckets' hold a minute, the rest of the minute added to them
-// at its end, and one early batch. quietFor is over the fetch gaps of a
-// busy machine: at 200,000 events/s on this 2-core one, fetches came 100
-// to 212 ms apart a few times a minute (with 24,000 to 51,000 records
+// at its end, and one early batch. defaultQuietFor is over the fetch gaps
+// of a busy machine: at 200,000 events/s on this 2-core one, fetches came
+// 100 to 212 ms apart a few times a minute (with 24,000 to 51,000 records
 // waiting at the broker), so at 100 ms the worker asked the broker about
 // 20 times a minute, each a round trip of up to 200 ms in the poll loop;
 // at 250 ms it did not ask once in a run of 70 s. The broker's answer is
 // what tells such a gap from a stream that has ended.
 const (
-	quietFor    = 250 * time.Millisecond
-	brokerCheck = 2 * time.Second // bounds the end offsets' request
+	defaultQuietFor = 250 * time.Millisecond
+	brokerCheck     = 2 * time.Second // bounds the end offsets' request
 )
 
 // consumer is the state of one run's poll-and-flush loop.
@@ -448,8 +452,9 @@ type consumer struct {
 	// written and committed in order, and the worker holds at most two.
 	flushing *flushing
 	// quietSince is when a poll last brought records, or the broker last
-	// listed records the worker had not polled (see quietFor); caughtUpAt
-	// is when the worker last found itself caught up by the broker's word.
+	// listed records the worker had not polled (see defaultQuietFor);
+	// caughtUpAt is when the worker last found itself caught up by the
+	// broker's word.
 	quietSince, caughtUpAt time.Time
 }
 
@@ -488,9 +493,9 @@ func (c *consumer) wait() {
 
 // poll adds to the batch what one poll brings, waiting at most until the
 // batch (or the hold) is due, until the flush under way ends, or, with
-// something to write, quietFor. It reports caughtUp when the worker, with
-// something to write, has caught up (see quietFor), or closed when the
-// client is closed.
+// something to write, Config.quietFor. It reports caughtUp when the
+// worker, with something to write, has caught up (see defaultQuietFor), or
+// closed when the client is closed.
 func (c *consumer) poll(ctx context.Context) (caughtUp, closed bool) {
 	w, b := c.w, c.b
 	// At most a batch's age, so that the loop looks again at what is due
@@ -502,7 +507,7 @@ func (c *consumer) poll(ctx context.Context) (caughtUp, closed bool) {
 	// Something to write (a batch, a hold, a flush's outcome) is written
 	// once the worker has caught up: it looks every quietFor.
 	pending := !b.empty() || c.held || c.flushing != nil
-	if quiet := time.Now().Add(c.quietFor()); pending && quiet.Before(deadline) {
+	if quiet := time.Now().Add(w.cfg.quietFor); pending && quiet.Before(deadline) {
 		deadline = quiet
 	}
 	pollCtx, cancel := context.WithDeadline(ctx, deadline)
@@ -553,7 +558,7 @@ func (c *consumer) poll(ctx context.Context) (caughtUp, closed bool) {
 		return false, false
 	case quiet >= w.cfg.BatchAge:
 		return true, false
-	case quiet < c.quietFor() || !w.lag.polledAll() || wall.Truncate(time.Minute).Before(c.caughtUpAt):
+	case quiet < w.cfg.quietFor || !w.lag.polledAll() || wall.Truncate(time.Minute).Before(c.caughtUpAt):
 		return false, false
 	}
 	// The high watermarks are those of the last fetches, and a fetch held
@@ -580,13 +585,6 @@ func (c *consumer) brokerListsNothingNew(ctx context.Context) bool {
 		return false
 	}
 	return c.w.lag.polledUpTo(ends, c.assigned.partitions(), c.cl.CommittedOffsets())
-}
-
-func (c *consumer) quietFor() time.Duration {
-	if c.w.cfg.quietFor > 0 {
-		return c.w.cfg.quietFor
-	}
-	return quietFor
 }
 
 // dueAt is when the batch falls due by its age, or, when it is empty, the
